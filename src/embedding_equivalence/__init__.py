@@ -1,0 +1,33 @@
+"""Embedding lookup and one-hot matmul are the same function, forward and backward.
+
+The lookup ``W[ids]`` and the product ``one_hot(ids, V) @ W`` give the same values and the
+same gradients for every option of ``nn.Embedding``. This package implements both forms,
+states the equivalence precisely, and verifies it, for its own forms and for yours:
+
+    >>> import torch
+    >>> import embedding_equivalence as ee
+    >>> weight = torch.randn(10, 4, generator=torch.Generator().manual_seed(0))
+    >>> ids = torch.tensor([[2, 3], [1, 2]])
+    >>> torch.equal(ee.lookup_embedding(ids, weight), ee.matmul_embedding(ids, weight))
+    True
+    >>> ee.matmul_embedding(ids, weight).shape
+    torch.Size([2, 2, 4])
+"""
+
+from ._lookup import lookup_embedding
+from ._matmul import linear_embedding, matmul_embedding, sparse_matmul_embedding
+from ._modules import MatmulEmbedding, embedding_to_linear, linear_to_embedding
+from ._validation import OneHotTooLargeError
+
+__all__ = [
+    "MatmulEmbedding",
+    "OneHotTooLargeError",
+    "embedding_to_linear",
+    "linear_embedding",
+    "linear_to_embedding",
+    "lookup_embedding",
+    "matmul_embedding",
+    "sparse_matmul_embedding",
+]
+
+__version__ = "0.1.0"

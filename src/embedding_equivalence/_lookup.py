@@ -1,0 +1,145 @@
+"""Lookup forms: the embedding as indexing, ``W[ids]``.
+
+:func:`lookup_embedding` is ``F.embedding`` behind the package's shared validation, so that
+it refuses bad input with the same errors as the matmul forms. :func:`index_select_embedding`
+and :func:`indexing_embedding` are two further lookups built from ``index_select`` and advanced
+indexing; the test suite checks all three against each other and against the float64 oracle.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from ._common import grad_row_scale, renorm_rows_
+from ._validation import check_embedding_args, check_ids_in_range
+
+__all__ = ["index_select_embedding", "indexing_embedding", "lookup_embedding"]
+
+
+def lookup_embedding(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    padding_idx: int | None = None,
+    max_norm: float | None = None,
+    norm_type: float = 2.0,
+    scale_grad_by_freq: bool = False,
+    sparse: bool = False,
+) -> torch.Tensor:
+    """Look up rows of ``weight``: ``weight[input]``, with every option of ``F.embedding``.
+
+    The arguments, their order and their meaning are those of
+    :func:`torch.nn.functional.embedding`, so this is a drop-in replacement that validates its
+    input first (see [errors](#errors) below).
+
+    Args:
+        input: int64 or int32 ids of any shape ``(*batch)``, each in ``[0, V)``.
+        weight: ``(V, D)`` floating table, contiguous or strided, on the ids' device.
+        padding_idx: row that receives no gradient; negative values count from the end
+            (``-1`` is row ``V - 1``). Its forward value is whatever the row holds.
+        max_norm: if given, every row referenced by ``input`` whose ``norm_type``-norm exceeds
+            ``max_norm`` is rescaled **in place** to norm ``max_norm`` before the lookup. The
+            caller's ``weight`` is modified.
+        norm_type: the ``p`` of the p-norm for ``max_norm``.
+        scale_grad_by_freq: divide the gradient of each row by how often its id occurs in
+            ``input``.
+        sparse: give ``weight`` a sparse COO gradient instead of a dense one.
+
+    Returns:
+        ``(*batch, D)`` tensor of ``weight``'s dtype and device; ``out[b] == weight[input[b]]``.
+
+    Raises:
+        TypeError: ids not int64/int32 (floating ids are refused, not truncated), or a
+            non-floating weight.
+        ValueError: weight not 2-D, ids and weight on different devices, ``padding_idx``
+            outside ``[-V, V)``, or invalid ``max_norm``/``norm_type``.
+        IndexError: an id outside ``[0, V)``; the message names the id, its position and ``V``.
+
+    Example:
+        >>> import torch
+        >>> from embedding_equivalence import lookup_embedding
+        >>> weight = torch.arange(8.0).reshape(4, 2)
+        >>> lookup_embedding(torch.tensor([2, 0]), weight)
+        tensor([[4., 5.],
+                [0., 1.]])
+    """
+    fn = "lookup_embedding"
+    padding = check_embedding_args(input, weight, padding_idx, max_norm, norm_type, fn)
+    check_ids_in_range(input, weight.shape[0], fn)
+    return F.embedding(input, weight, padding, max_norm, norm_type, scale_grad_by_freq, sparse)
+
+
+def _prepare_lookup(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    padding_idx: int | None,
+    max_norm: float | None,
+    norm_type: float,
+    scale_grad_by_freq: bool,
+    fn: str,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    padding = check_embedding_args(input, weight, padding_idx, max_norm, norm_type, fn)
+    check_ids_in_range(input, weight.shape[0], fn)
+    flat = input.reshape(-1).long()
+    if max_norm is not None:
+        renorm_rows_(weight, flat, max_norm, norm_type)
+    return flat, grad_row_scale(weight, flat, padding, scale_grad_by_freq)
+
+
+def index_select_embedding(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    padding_idx: int | None = None,
+    max_norm: float | None = None,
+    norm_type: float = 2.0,
+    scale_grad_by_freq: bool = False,
+) -> torch.Tensor:
+    """Lookup through ``torch.index_select``; gradient by ``index_add`` (autograd's rule).
+
+    Same arguments, semantics and errors as :func:`lookup_embedding` (without ``sparse``).
+
+    Args:
+        input: int64 or int32 ids of any shape ``(*batch)``.
+        weight: ``(V, D)`` floating table.
+        padding_idx: row that receives no gradient (negative counts from the end).
+        max_norm: rescale referenced rows in place to at most this norm.
+        norm_type: the ``p`` of the p-norm for ``max_norm``.
+        scale_grad_by_freq: divide each row's gradient by its id's frequency.
+
+    Returns:
+        ``(*batch, D)`` tensor equal to ``weight[input]``.
+    """
+    flat, w = _prepare_lookup(
+        input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq,
+        "index_select_embedding",
+    )
+    return w.index_select(0, flat).reshape(*input.shape, weight.shape[1])
+
+
+def indexing_embedding(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    padding_idx: int | None = None,
+    max_norm: float | None = None,
+    norm_type: float = 2.0,
+    scale_grad_by_freq: bool = False,
+) -> torch.Tensor:
+    """Lookup through advanced indexing, ``weight[input]``; gradient by ``index_put`` with accumulation.
+
+    Same arguments, semantics and errors as :func:`lookup_embedding` (without ``sparse``).
+
+    Args:
+        input: int64 or int32 ids of any shape ``(*batch)``.
+        weight: ``(V, D)`` floating table.
+        padding_idx: row that receives no gradient (negative counts from the end).
+        max_norm: rescale referenced rows in place to at most this norm.
+        norm_type: the ``p`` of the p-norm for ``max_norm``.
+        scale_grad_by_freq: divide each row's gradient by its id's frequency.
+
+    Returns:
+        ``(*batch, D)`` tensor equal to ``weight[input]``.
+    """
+    flat, w = _prepare_lookup(
+        input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, "indexing_embedding"
+    )
+    return w[flat].reshape(*input.shape, weight.shape[1])

@@ -1,0 +1,220 @@
+"""Matmul forms: the embedding as a product with a one-hot matrix, ``one_hot(ids, V) @ W``.
+
+None of these calls an embedding kernel. ``padding_idx`` and ``scale_grad_by_freq`` become a
+mask and a per-row scale on the weight's gradient, which is the same as masking and scaling the
+columns of the one-hot in ``one_hot^T @ G``; ``max_norm`` rescales the referenced rows in place
+before the product, as ``F.embedding`` does.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from ._common import grad_row_scale, renorm_rows_
+from ._validation import check_embedding_args, check_ids_in_range, check_one_hot_fits
+
+__all__ = [
+    "dense_one_hot",
+    "linear_embedding",
+    "matmul_embedding",
+    "sparse_matmul_embedding",
+    "sparse_one_hot",
+]
+
+
+def dense_one_hot(ids: torch.Tensor, num_classes: int, dtype: torch.dtype) -> torch.Tensor:
+    """Build the ``(N, V)`` one-hot of 1-D ``ids`` directly in ``dtype``.
+
+    ``F.one_hot`` returns int64 (8 bytes per entry) and needs a cast (another ``N * V``
+    entries) before a floating matmul; this builds the matrix once, in the weight's dtype, by a
+    scatter into zeros. The ids are not checked here.
+
+    Args:
+        ids: 1-D int64 ids in ``[0, num_classes)``.
+        num_classes: ``V``.
+        dtype: floating dtype of the result.
+
+    Returns:
+        ``(N, V)`` tensor with a single 1 per row, on ``ids.device``.
+    """
+    out = torch.zeros((ids.shape[0], num_classes), dtype=dtype, device=ids.device)
+    return out.scatter_(1, ids.unsqueeze(1), 1)
+
+
+def sparse_one_hot(ids: torch.Tensor, num_classes: int, dtype: torch.dtype) -> torch.Tensor:
+    """Build the ``(N, V)`` one-hot of 1-D ``ids`` as a coalesced sparse COO tensor.
+
+    It stores ``N`` values and ``2N`` indices, whatever ``V`` is.
+
+    Args:
+        ids: 1-D int64 ids in ``[0, num_classes)``.
+        num_classes: ``V``.
+        dtype: floating dtype of the values.
+
+    Returns:
+        Sparse ``(N, V)`` COO tensor with a single 1 per row.
+    """
+    n = ids.shape[0]
+    rows = torch.arange(n, device=ids.device)
+    return torch.sparse_coo_tensor(
+        torch.stack([rows, ids]),
+        torch.ones(n, dtype=dtype, device=ids.device),
+        (n, num_classes),
+        is_coalesced=True,  # rows are 0..N-1, one entry each: sorted and unique
+        check_invariants=False,  # ids were range-checked by the caller
+    )
+
+
+def _prepare(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    padding_idx: int | None,
+    max_norm: float | None,
+    norm_type: float,
+    scale_grad_by_freq: bool,
+    fn: str,
+    dense: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    padding = check_embedding_args(input, weight, padding_idx, max_norm, norm_type, fn)
+    num_embeddings = weight.shape[0]
+    if dense:
+        check_one_hot_fits(input.numel(), num_embeddings, weight.dtype, weight.device, fn)
+    check_ids_in_range(input, num_embeddings, fn)
+    flat = input.reshape(-1).long()
+    if max_norm is not None:
+        renorm_rows_(weight, flat, max_norm, norm_type)
+    return flat, grad_row_scale(weight, flat, padding, scale_grad_by_freq)
+
+
+
+
+def matmul_embedding(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    padding_idx: int | None = None,
+    max_norm: float | None = None,
+    norm_type: float = 2.0,
+    scale_grad_by_freq: bool = False,
+) -> torch.Tensor:
+    """Embed by a dense matrix product: ``one_hot(input, V) @ weight``.
+
+    The one-hot is built in ``weight``'s dtype (not ``F.one_hot``'s int64), and its size,
+    ``N * V * itemsize`` bytes, is checked against the memory available before anything is
+    allocated. For finite weights the result equals :func:`lookup_embedding` bit for bit: each
+    output entry is ``1 * W[id, d]`` plus exact zeros. A non-finite entry anywhere in ``W``
+    breaks this (``0 * inf = nan``), and ``-0.0`` comes back as ``+0.0``.
+
+    Args:
+        input: int64 or int32 ids of any shape ``(*batch)``, each in ``[0, V)``.
+        weight: ``(V, D)`` floating table, contiguous or strided, on the ids' device.
+        padding_idx: row that receives no gradient; negative values count from the end.
+        max_norm: if given, rows referenced by ``input`` with a larger ``norm_type``-norm are
+            rescaled **in place** to norm ``max_norm`` before the product (as ``F.embedding``).
+        norm_type: the ``p`` of the p-norm for ``max_norm``.
+        scale_grad_by_freq: divide the gradient of each row by its id's frequency in ``input``.
+
+    Returns:
+        ``(*batch, D)`` tensor of ``weight``'s dtype and device.
+
+    Raises:
+        OneHotTooLargeError: the dense one-hot would not fit in memory.
+        TypeError: see :func:`lookup_embedding`; every form raises the same errors.
+        ValueError: see :func:`lookup_embedding`.
+        IndexError: see :func:`lookup_embedding`.
+
+    Example:
+        >>> import torch
+        >>> from embedding_equivalence import matmul_embedding
+        >>> weight = torch.arange(8.0).reshape(4, 2)
+        >>> matmul_embedding(torch.tensor([2, 0]), weight)
+        tensor([[4., 5.],
+                [0., 1.]])
+    """
+    flat, w = _prepare(
+        input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq,
+        "matmul_embedding", dense=True,
+    )
+    one_hot = dense_one_hot(flat, weight.shape[0], weight.dtype)
+    return (one_hot @ w).reshape(*input.shape, weight.shape[1])
+
+
+def linear_embedding(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    padding_idx: int | None = None,
+    max_norm: float | None = None,
+    norm_type: float = 2.0,
+    scale_grad_by_freq: bool = False,
+) -> torch.Tensor:
+    """Embed with a bias-free linear layer on the one-hot: ``F.linear(one_hot, weight.T)``.
+
+    This is the seed notebooks' form: ``nn.Linear(V, D, bias=False)`` stores its weight as
+    ``(out_features, in_features) = (D, V)``, the transpose of the embedding table, and computes
+    ``x @ linear.weight.T``. Here ``weight`` is the ``(V, D)`` table, so the linear weight is
+    ``weight.T`` (a view, no copy). Same guarantees and errors as :func:`matmul_embedding`.
+
+    Args:
+        input: int64 or int32 ids of any shape ``(*batch)``, each in ``[0, V)``.
+        weight: ``(V, D)`` floating table (not the ``(D, V)`` linear weight).
+        padding_idx: row that receives no gradient; negative values count from the end.
+        max_norm: if given, rows referenced by ``input`` with a larger ``norm_type``-norm are
+            rescaled **in place** to norm ``max_norm`` before the product.
+        norm_type: the ``p`` of the p-norm for ``max_norm``.
+        scale_grad_by_freq: divide the gradient of each row by its id's frequency in ``input``.
+
+    Returns:
+        ``(*batch, D)`` tensor of ``weight``'s dtype and device.
+
+    Raises:
+        OneHotTooLargeError: the dense one-hot would not fit in memory.
+        TypeError: see :func:`lookup_embedding`.
+        ValueError: see :func:`lookup_embedding`.
+        IndexError: see :func:`lookup_embedding`.
+    """
+    flat, w = _prepare(
+        input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq,
+        "linear_embedding", dense=True,
+    )
+    one_hot = dense_one_hot(flat, weight.shape[0], weight.dtype)
+    return F.linear(one_hot, w.t()).reshape(*input.shape, weight.shape[1])
+
+
+def sparse_matmul_embedding(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    padding_idx: int | None = None,
+    max_norm: float | None = None,
+    norm_type: float = 2.0,
+    scale_grad_by_freq: bool = False,
+) -> torch.Tensor:
+    """Embed by a sparse-dense product: ``torch.sparse.mm(sparse_one_hot(input, V), weight)``.
+
+    The one-hot is a sparse COO matrix with ``N`` stored ones, so the product costs what a
+    lookup costs (``O(N * D)``), whatever ``V`` is; nothing of size ``N * V`` is built.
+    The gradient of ``weight`` is dense (``one_hot^T @ G``). Same forward guarantees and errors
+    as :func:`matmul_embedding`, without the memory refusal.
+
+    Args:
+        input: int64 or int32 ids of any shape ``(*batch)``, each in ``[0, V)``.
+        weight: ``(V, D)`` floating table, contiguous or strided, on the ids' device.
+        padding_idx: row that receives no gradient; negative values count from the end.
+        max_norm: if given, rows referenced by ``input`` with a larger ``norm_type``-norm are
+            rescaled **in place** to norm ``max_norm`` before the product.
+        norm_type: the ``p`` of the p-norm for ``max_norm``.
+        scale_grad_by_freq: divide the gradient of each row by its id's frequency in ``input``.
+
+    Returns:
+        ``(*batch, D)`` tensor of ``weight``'s dtype and device.
+
+    Raises:
+        TypeError: see :func:`lookup_embedding`.
+        ValueError: see :func:`lookup_embedding`.
+        IndexError: see :func:`lookup_embedding`.
+    """
+    flat, w = _prepare(
+        input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq,
+        "sparse_matmul_embedding", dense=False,
+    )
+    one_hot = sparse_one_hot(flat, weight.shape[0], weight.dtype)
+    return torch.sparse.mm(one_hot, w).reshape(*input.shape, weight.shape[1])

@@ -18,16 +18,20 @@ from ._lookup import lookup_embedding
 from ._matmul import linear_embedding, matmul_embedding, sparse_matmul_embedding
 from ._modules import MatmulEmbedding, embedding_to_linear, linear_to_embedding
 from ._validation import OneHotTooLargeError
+from ._verify import VerificationError, VerificationReport, verify_embedding
 
 __all__ = [
     "MatmulEmbedding",
     "OneHotTooLargeError",
+    "VerificationError",
+    "VerificationReport",
     "embedding_to_linear",
     "linear_embedding",
     "linear_to_embedding",
     "lookup_embedding",
     "matmul_embedding",
     "sparse_matmul_embedding",
+    "verify_embedding",
 ]
 
 __version__ = "0.1.0"

@@ -66,6 +66,13 @@ def lookup_embedding(
     fn = "lookup_embedding"
     padding = check_embedding_args(input, weight, padding_idx, max_norm, norm_type, fn)
     check_ids_in_range(input, weight.shape[0], fn)
+    if input.dim() == 0:
+        # torch <= 2.13: the sparse backward with padding_idx fails on 0-d ids ("too many
+        # indices for tensor of dimension 0"); a 1-element view sidesteps it.
+        out = F.embedding(
+            input.reshape(1), weight, padding, max_norm, norm_type, scale_grad_by_freq, sparse
+        )
+        return out.reshape(weight.shape[1])
     return F.embedding(input, weight, padding, max_norm, norm_type, scale_grad_by_freq, sparse)
 
 

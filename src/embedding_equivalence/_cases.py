@@ -1,0 +1,269 @@
+"""Replayable recipes for the tensors of a test case, and the case itself.
+
+A recipe holds only drawn values (ints, floats, names), never a tensor. ``build()`` makes the
+tensor and ``source()`` writes Python that makes the very same tensor, bit for bit, so that
+every counterexample is a runnable snippet.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+__all__ = ["EmbeddingCase", "IdsRecipe", "WeightRecipe", "dtype_source", "float_source"]
+
+#: Layouts of the weight: how the ``(V, D)`` view sits in its storage.
+WEIGHT_LAYOUTS = ("contiguous", "transposed", "sliced", "offset")
+#: Layouts of the ids.
+IDS_LAYOUTS = ("contiguous", "transposed", "sliced", "expanded")
+
+
+def dtype_source(dtype: torch.dtype) -> str:
+    """Python source naming ``dtype``, e.g. ``torch.float16``."""
+    return str(dtype)
+
+
+def float_source(x: float) -> str:
+    """Python source for a float that round-trips exactly (``inf``/``nan`` included)."""
+    if math.isnan(x):
+        return "float('nan')"
+    if math.isinf(x):
+        return "float('inf')" if x > 0 else "float('-inf')"
+    return repr(float(x))
+
+
+def _generator(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+@dataclass(frozen=True)
+class WeightRecipe:
+    """A ``(V, D)`` table: ``N(0, 1)`` float64 draws from a seeded generator, cast to ``dtype``.
+
+    Attributes:
+        num_embeddings: ``V``.
+        embedding_dim: ``D``.
+        dtype: floating dtype of the table.
+        device: device string, e.g. ``"cpu"``.
+        seed: seed of the ``torch.Generator`` that draws the values (on the CPU, in float64).
+        specials: ``(row, col, value)`` entries written after the draw (``inf``, ``nan``,
+            ``-0.0``, ...), in order.
+        layout: one of ``"contiguous"``, ``"transposed"`` (a ``.t()`` view of a ``(D, V)``
+            tensor), ``"sliced"`` (every other column of a ``(V, 2D)`` tensor) or ``"offset"``
+            (rows ``1..V`` of a ``(V + 1, D)`` tensor).
+    """
+
+    num_embeddings: int
+    embedding_dim: int
+    dtype: torch.dtype = torch.float32
+    device: str = "cpu"
+    seed: int = 0
+    specials: tuple[tuple[int, int, float], ...] = ()
+    layout: str = "contiguous"
+
+    def values(self) -> torch.Tensor:
+        """The table's values as a contiguous CPU tensor of ``dtype``."""
+        v, d = self.num_embeddings, self.embedding_dim
+        w = torch.randn(v, d, generator=_generator(self.seed), dtype=torch.float64).to(self.dtype)
+        for row, col, value in self.specials:
+            w[row, col] = value
+        return w
+
+    def build(self, requires_grad: bool = False) -> torch.Tensor:
+        """Make the tensor, on ``device`` and in ``layout``.
+
+        Args:
+            requires_grad: make it a leaf that requires grad.
+
+        Returns:
+            The ``(V, D)`` table.
+        """
+        values = self.values().to(self.device)
+        v, d = self.num_embeddings, self.embedding_dim
+        if self.layout == "contiguous":
+            w = values
+        elif self.layout == "transposed":
+            w = values.t().contiguous().t()
+        elif self.layout == "sliced":
+            base = torch.zeros(v, 2 * d, dtype=self.dtype, device=self.device)
+            base[:, ::2] = values
+            w = base[:, ::2]
+        elif self.layout == "offset":
+            base = torch.zeros(v + 1, d, dtype=self.dtype, device=self.device)
+            base[1:] = values
+            w = base[1:]
+        else:  # pragma: no cover - guarded by the strategies
+            raise ValueError(f"unknown weight layout {self.layout!r}")
+        return w.requires_grad_(requires_grad)
+
+    def source(self, name: str = "weight") -> str:
+        """Python that rebuilds the tensor exactly (assumes ``import torch``)."""
+        v, d, dt = self.num_embeddings, self.embedding_dim, dtype_source(self.dtype)
+        lines = [
+            f"{name} = torch.randn({v}, {d}, dtype=torch.float64, "
+            f"generator=torch.Generator().manual_seed({self.seed})).to({dt})"
+        ]
+        lines += [f"{name}[{r}, {c}] = {float_source(x)}" for r, c, x in self.specials]
+        if self.device != "cpu":
+            lines.append(f"{name} = {name}.to({self.device!r})")
+        dev = f", device={self.device!r}" if self.device != "cpu" else ""
+        if self.layout == "transposed":
+            lines.append(f"{name} = {name}.t().contiguous().t()  # strides (1, V)")
+        elif self.layout == "sliced":
+            lines.append(f"base = torch.zeros({v}, {2 * d}, dtype={dt}{dev})")
+            lines.append(f"base[:, ::2] = {name}")
+            lines.append(f"{name} = base[:, ::2]  # every other column: strides (2D, 2)")
+        elif self.layout == "offset":
+            lines.append(f"base = torch.zeros({v + 1}, {d}, dtype={dt}{dev})")
+            lines.append(f"base[1:] = {name}")
+            lines.append(f"{name} = base[1:]  # a view at storage offset D")
+        lines.append(f"{name}.requires_grad_(True)")
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class IdsRecipe:
+    """Integer ids (or, for an invalid case, floats) given by their values and shape.
+
+    Attributes:
+        values: the ids in row-major order.
+        shape: the logical shape (``()`` for a 0-d tensor).
+        dtype: the dtype (int64 or int32 for valid cases).
+        device: device string.
+        layout: ``"contiguous"``, ``"transposed"`` (last two dims stored swapped),
+            ``"sliced"`` (every other element of a wider tensor) or ``"expanded"`` (a size-1
+            leading dim broadcast with stride 0; ``values`` then repeat).
+    """
+
+    values: tuple[int, ...]
+    shape: tuple[int, ...]
+    dtype: torch.dtype = torch.int64
+    device: str = "cpu"
+    layout: str = "contiguous"
+
+    def build(self) -> torch.Tensor:
+        """Make the ids tensor on ``device`` in ``layout``."""
+        t = torch.tensor(self.values, dtype=self.dtype).reshape(self.shape).to(self.device)
+        if self.layout == "contiguous" or len(self.shape) == 0:
+            return t
+        if self.layout == "transposed":
+            if len(self.shape) < 2:
+                return t
+            return t.transpose(-1, -2).contiguous().transpose(-1, -2)
+        if self.layout == "sliced":
+            base = torch.zeros((*self.shape[:-1], 2 * self.shape[-1]), dtype=self.dtype)
+            base = base.to(self.device)
+            base[..., ::2] = t
+            return base[..., ::2]
+        if self.layout == "expanded":
+            return t[:1].expand(self.shape) if self.shape[0] > 0 else t
+        raise ValueError(f"unknown ids layout {self.layout!r}")  # pragma: no cover
+
+    def source(self, name: str = "input") -> str:
+        """Python that rebuilds the tensor exactly (assumes ``import torch``)."""
+        dt = dtype_source(self.dtype)
+        if self.dtype.is_floating_point:
+            vals = "[" + ", ".join(float_source(float(x)) for x in self.values) + "]"
+        else:
+            vals = repr(list(self.values))
+        shape = repr(tuple(self.shape))
+        dev = f".to({self.device!r})" if self.device != "cpu" else ""
+        line = f"{name} = torch.tensor({vals}, dtype={dt}).reshape({shape}){dev}"
+        if self.layout == "transposed" and len(self.shape) >= 2:
+            line += f"\n{name} = {name}.transpose(-1, -2).contiguous().transpose(-1, -2)"
+        elif self.layout == "sliced" and len(self.shape) >= 1:
+            wide = (*self.shape[:-1], 2 * self.shape[-1])
+            line += (
+                f"\nbase = torch.zeros({wide!r}, dtype={dt}){dev}\nbase[..., ::2] = {name}"
+                f"\n{name} = base[..., ::2]  # non-contiguous view"
+            )
+        elif self.layout == "expanded" and len(self.shape) >= 1 and self.shape[0] > 0:
+            line += f"\n{name} = {name}[:1].expand({shape})  # stride 0 in dim 0"
+        return line
+
+
+@dataclass(frozen=True)
+class EmbeddingCase:
+    """One drawn call ``fn(input, weight, **kwargs)`` with its upstream gradient.
+
+    Every attribute is a plain value, so the case is hashable, printable and replayable:
+    :meth:`build` makes fresh tensors each time (an implementation with ``max_norm`` modifies
+    its weight in place), and :meth:`source` writes the Python that makes them.
+
+    Attributes:
+        ids: recipe of ``input``.
+        weight: recipe of ``weight``.
+        kwargs: keyword options passed to the function (only those drawn).
+        grad_seed: seed of the upstream gradient ``grad_output`` (``N(0, 1)`` in float64,
+            cast to the weight's dtype), of shape ``(*input.shape, D)``.
+        invalid: ``None`` for a valid call, else why the reference rejects it (the candidate
+            must raise too).
+    """
+
+    ids: IdsRecipe
+    weight: WeightRecipe
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    grad_seed: int = 0
+    invalid: str | None = None
+
+    @property
+    def num_embeddings(self) -> int:
+        """``V``."""
+        return self.weight.num_embeddings
+
+    @property
+    def embedding_dim(self) -> int:
+        """``D``."""
+        return self.weight.embedding_dim
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The weight's dtype."""
+        return self.weight.dtype
+
+    @property
+    def device(self) -> str:
+        """The device of both tensors."""
+        return self.weight.device
+
+    def build(self, requires_grad: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+        """Fresh ``(input, weight)`` tensors."""
+        return self.ids.build(), self.weight.build(requires_grad=requires_grad)
+
+    def grad_output(self) -> torch.Tensor:
+        """The upstream gradient, ``(*input.shape, D)`` in the weight's dtype and device."""
+        shape = (*self.ids.shape, self.embedding_dim)
+        g = torch.randn(shape, generator=_generator(self.grad_seed), dtype=torch.float64)
+        return g.to(self.dtype).to(self.device)
+
+    def grad_output_source(self, name: str = "grad_output") -> str:
+        """Python that rebuilds :meth:`grad_output`."""
+        shape = (*self.ids.shape, self.embedding_dim)
+        dev = f".to({self.device!r})" if self.device != "cpu" else ""
+        return (
+            f"{name} = torch.randn({shape!r}, dtype=torch.float64, "
+            f"generator=torch.Generator().manual_seed({self.grad_seed}))"
+            f".to({dtype_source(self.dtype)}){dev}"
+        )
+
+    def kwargs_source(self) -> str:
+        """The keyword arguments as Python source, e.g. ``, padding_idx=-1``."""
+        parts = []
+        for key, value in self.kwargs.items():
+            text = float_source(value) if isinstance(value, float) else repr(value)
+            parts.append(f", {key}={text}")
+        return "".join(parts)
+
+    def source(self, fn: str = "candidate", backward: bool = True) -> str:
+        """A runnable snippet that makes the tensors and calls ``fn`` on them."""
+        lines = ["import torch", "", self.ids.source("input"), self.weight.source("weight")]
+        lines.append(f"out = {fn}(input, weight{self.kwargs_source()})")
+        if backward and self.invalid is None:
+            lines.append(self.grad_output_source())
+            lines.append("out.backward(grad_output)")
+            lines.append("print(out, weight.grad)")
+        return "\n".join(lines)

@@ -1,0 +1,715 @@
+"""Benchmark: each embedding form beside the raw torch call it wraps, forward and forward+backward.
+
+Run it as ``python -m embedding_equivalence.bench`` (``--help`` lists the options). For every
+vocabulary size ``V`` it times
+
+====================================  ===================================================
+form                                  raw torch call(s) it is compared with
+====================================  ===================================================
+``lookup_embedding``                  ``F.embedding(ids, W)``
+``matmul_embedding``                  ``zeros(N, V, dtype).scatter_(1, ids[:, None], 1) @ W``
+                                      and ``F.one_hot(ids, V).to(dtype) @ W``
+``linear_embedding``                  ``F.linear(scatter_one_hot, W.t())``
+``sparse_matmul_embedding``           ``torch.sparse.mm(sparse_coo_tensor(...), W)``
+====================================  ===================================================
+
+Every raw call builds its one-hot inside the timed statement, as the form does, so the two
+columns measure the same work and the ratio is the cost of the form's wrapping (validation,
+range check, memory check, reshapes). The ids and the weight come from a ``torch.Generator``
+seeded by ``--seed``; the global RNG is never used. Forward+backward runs with a weight that
+requires grad, a fixed upstream gradient of ones, and ``weight.grad = None`` before each run.
+
+After the table it prints three targets and whether each holds:
+
+(a) ``lookup_embedding`` forward+backward within 10% of ``F.embedding``;
+(b) ``matmul_embedding`` no slower than the naive scatter one-hot (ratio <= 1.05, for noise);
+(c) ``sparse_matmul_embedding`` forward at most 2x slower at the largest ``V`` than at the
+    smallest.
+
+The pieces (:class:`Measurement`, :func:`time_case`, :func:`run_benchmark`,
+:func:`format_table`, :func:`evaluate_targets`) are reusable by a fuller ``bench`` command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch.utils.benchmark import Timer
+
+from ._lookup import lookup_embedding
+from ._matmul import linear_embedding, matmul_embedding, sparse_matmul_embedding
+
+__all__ = [
+    "IMPLEMENTATIONS",
+    "Implementation",
+    "Measurement",
+    "TargetResult",
+    "build_inputs",
+    "evaluate_targets",
+    "format_machine",
+    "format_table",
+    "format_targets",
+    "machine_info",
+    "main",
+    "run_benchmark",
+    "time_case",
+]
+
+Mode = Literal["fwd", "fwd+bwd"]
+MODES: tuple[Mode, ...] = ("fwd", "fwd+bwd")
+
+EmbedFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32,
+    "float64": torch.float64,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+}
+
+
+# --------------------------------------------------------------------------------------------
+# The raw torch calls that the forms wrap. Each builds its one-hot inside the timed call.
+# --------------------------------------------------------------------------------------------
+
+
+def _raw_embedding(ids: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    return F.embedding(ids, weight)
+
+
+def _scatter_one_hot(ids: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    one_hot = torch.zeros(ids.shape[0], weight.shape[0], dtype=weight.dtype, device=ids.device)
+    return one_hot.scatter_(1, ids[:, None], 1)
+
+
+def _raw_scatter_matmul(ids: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    return _scatter_one_hot(ids, weight) @ weight
+
+
+def _raw_f_one_hot_matmul(ids: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    return F.one_hot(ids, weight.shape[0]).to(weight.dtype) @ weight
+
+
+def _raw_linear(ids: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    return F.linear(_scatter_one_hot(ids, weight), weight.t())
+
+
+def _raw_sparse_mm(ids: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    n = ids.shape[0]
+    indices = torch.stack([torch.arange(n, device=ids.device), ids])
+    values = torch.ones(n, dtype=weight.dtype, device=ids.device)
+    one_hot = torch.sparse_coo_tensor(indices, values, (n, weight.shape[0]), check_invariants=False)
+    return torch.sparse.mm(one_hot, weight)
+
+
+@dataclass(frozen=True)
+class Implementation:
+    """One timed callable: a form of this package or a raw torch call it is compared with.
+
+    Attributes:
+        name: label in the table, e.g. ``"matmul_embedding"`` or ``"F.embedding"``.
+        form: the package form this row belongs to (its own name for a form's row).
+        is_form: True for the package's form, False for a raw torch baseline.
+        fn: ``fn(ids, weight) -> (N, D)``, with 1-D int64 ``ids`` and a ``(V, D)`` weight.
+        dense_one_hot: True if it builds an ``(N, V)`` dense one-hot (memory and time grow
+            with ``V``).
+    """
+
+    name: str
+    form: str
+    is_form: bool
+    fn: EmbedFn
+    dense_one_hot: bool = False
+
+
+#: Every implementation, grouped by form; each form first, then its raw baselines.
+IMPLEMENTATIONS: tuple[Implementation, ...] = (
+    Implementation("lookup_embedding", "lookup_embedding", True, lookup_embedding),
+    Implementation("F.embedding", "lookup_embedding", False, _raw_embedding),
+    Implementation("matmul_embedding", "matmul_embedding", True, matmul_embedding, True),
+    Implementation("scatter one-hot @ W", "matmul_embedding", False, _raw_scatter_matmul, True),
+    Implementation(
+        "F.one_hot.to(dtype) @ W", "matmul_embedding", False, _raw_f_one_hot_matmul, True
+    ),
+    Implementation("linear_embedding", "linear_embedding", True, linear_embedding, True),
+    Implementation("F.linear(one-hot, W.t())", "linear_embedding", False, _raw_linear, True),
+    Implementation(
+        "sparse_matmul_embedding", "sparse_matmul_embedding", True, sparse_matmul_embedding
+    ),
+    Implementation("sparse.mm(coo one-hot, W)", "sparse_matmul_embedding", False, _raw_sparse_mm),
+)
+
+
+# --------------------------------------------------------------------------------------------
+# Measurements
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Measurement:
+    """The timing of one implementation at one size, in one mode.
+
+    Attributes:
+        name: the implementation's label (see :class:`Implementation`).
+        form: the package form the row belongs to.
+        is_form: True for a package form, False for a raw torch baseline.
+        mode: ``"fwd"`` or ``"fwd+bwd"``.
+        num_ids: ``N``, the number of ids.
+        vocab: ``V``, the rows of the weight.
+        dim: ``D``, the columns of the weight.
+        dtype: the weight's dtype, e.g. ``"float32"``.
+        threads: torch intra-op threads during the measurement.
+        median_ms: median time of one call in milliseconds (``None`` if it failed).
+        iqr_ms: interquartile range of the per-call times in milliseconds.
+        runs: number of calls measured (after the warm-up of ``Timer``).
+        error: ``"ExceptionType: message"`` if the call failed, else ``None``.
+    """
+
+    name: str
+    form: str
+    is_form: bool
+    mode: Mode
+    num_ids: int
+    vocab: int
+    dim: int
+    dtype: str
+    threads: int
+    median_ms: float | None
+    iqr_ms: float | None = None
+    runs: int = 0
+    error: str | None = None
+
+
+@dataclass
+class TargetResult:
+    """Whether one performance target holds, with the numbers that decide it.
+
+    Attributes:
+        key: short identifier, ``"a"``, ``"b"`` or ``"c"``.
+        description: what the target states.
+        holds: True if it holds, False if not, ``None`` if it could not be measured.
+        ratio: the deciding ratio (the worst one when several sizes are measured).
+        limit: the largest ratio for which the target holds.
+        details: one string per measured size, e.g. ``"V=1024 fwd+bwd 1.23/1.20 ms = 1.02"``.
+    """
+
+    key: str
+    description: str
+    holds: bool | None
+    ratio: float | None
+    limit: float
+    details: list[str] = field(default_factory=list)
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def build_inputs(
+    num_ids: int, vocab: int, dim: int, dtype: torch.dtype, seed: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Build the ids and the weight for one size from a generator seeded with ``seed``.
+
+    The global RNG is not touched: the same arguments give the same tensors.
+
+    Args:
+        num_ids: ``N``, the number of ids.
+        vocab: ``V``, the rows of the weight.
+        dim: ``D``, the columns of the weight.
+        dtype: floating dtype of the weight.
+        seed: seed of the ``torch.Generator``.
+
+    Returns:
+        ``(ids, weight)``: 1-D int64 ids of length ``N`` uniform in ``[0, V)``, and a
+        contiguous ``(V, D)`` standard-normal weight in ``dtype`` that does not require grad.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, vocab, (num_ids,), generator=gen)
+    weight = torch.randn(vocab, dim, generator=gen, dtype=torch.float32).to(dtype)
+    return ids, weight
+
+
+def time_case(
+    impl: Implementation,
+    ids: torch.Tensor,
+    weight: torch.Tensor,
+    mode: Mode,
+    *,
+    threads: int = 1,
+    min_run_time: float = 0.5,
+) -> Measurement:
+    """Time one implementation in one mode with ``torch.utils.benchmark.Timer``.
+
+    ``"fwd"`` calls ``impl.fn(ids, weight)`` with a weight that does not require grad.
+    ``"fwd+bwd"`` uses a copy of ``weight`` that requires grad and times
+    ``weight.grad = None; impl.fn(ids, weight).backward(ones)`` with a fixed upstream gradient
+    of ones. ``Timer.blocked_autorange`` warms up, then measures blocks of calls for at least
+    ``min_run_time`` seconds; the median per-call time is reported. A call that raises (e.g.
+    an operation not implemented for the dtype) gives a measurement with ``error`` set.
+
+    Args:
+        impl: what to time.
+        ids: 1-D int64 ids.
+        weight: ``(V, D)`` weight.
+        mode: ``"fwd"`` or ``"fwd+bwd"``.
+        threads: torch intra-op threads for the measurement (``Timer``'s ``num_threads``).
+        min_run_time: seconds of measurement after the warm-up.
+
+    Returns:
+        The :class:`Measurement`.
+    """
+    vocab, dim = weight.shape
+    common = {
+        "name": impl.name,
+        "form": impl.form,
+        "is_form": impl.is_form,
+        "mode": mode,
+        "num_ids": ids.shape[0],
+        "vocab": vocab,
+        "dim": dim,
+        "dtype": _dtype_name(weight.dtype),
+        "threads": threads,
+    }
+    fn = impl.fn
+    if mode == "fwd":
+        w = weight.detach()
+
+        def step() -> None:
+            fn(ids, w)
+
+    else:
+        w = weight.detach().clone().requires_grad_(True)
+        grad_out = torch.ones(ids.shape[0], dim, dtype=weight.dtype)
+
+        def step() -> None:
+            w.grad = None
+            fn(ids, w).backward(grad_out)
+
+    try:
+        step()  # fail fast, outside the Timer, with the real exception
+        timer = Timer(
+            stmt="step()",
+            globals={"step": step},
+            num_threads=threads,
+            label="embedding forms",
+            sub_label=f"V={vocab}",
+            description=f"{impl.name} {mode}",
+        )
+        m = timer.blocked_autorange(min_run_time=min_run_time)
+    except (RuntimeError, NotImplementedError, MemoryError, TypeError, ValueError) as exc:
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return Measurement(**common, median_ms=None, error=f"{type(exc).__name__}: {first_line}")
+    finally:
+        w.grad = None
+    return Measurement(
+        **common,
+        median_ms=m.median * 1e3,
+        iqr_ms=m.iqr * 1e3,
+        runs=len(m.times) * m.number_per_run,
+    )
+
+
+def run_benchmark(
+    *,
+    num_ids: int,
+    dim: int,
+    vocabs: Sequence[int],
+    dtype: torch.dtype,
+    threads: int,
+    seed: int,
+    min_run_time: float,
+    implementations: Iterable[Implementation] = IMPLEMENTATIONS,
+    progress: Callable[[str], None] | None = None,
+) -> list[Measurement]:
+    """Time every implementation in both modes at every vocabulary size.
+
+    All implementations at one ``V`` see the same ids and weight (built by
+    :func:`build_inputs` from ``seed + V``).
+
+    Args:
+        num_ids: ``N``, the number of ids.
+        dim: ``D``, the embedding dimension.
+        vocabs: the vocabulary sizes ``V``, in the order to measure them.
+        dtype: floating dtype of the weight.
+        threads: torch intra-op threads.
+        seed: base seed of the inputs.
+        min_run_time: seconds of measurement per case (see :func:`time_case`).
+        implementations: what to time; by default :data:`IMPLEMENTATIONS`.
+        progress: called with a one-line note before each case (e.g. to print to stderr).
+
+    Returns:
+        One :class:`Measurement` per (V, implementation, mode), in that order.
+    """
+    impls = tuple(implementations)
+    out: list[Measurement] = []
+    for vocab in vocabs:
+        ids, weight = build_inputs(num_ids, vocab, dim, dtype, seed + vocab)
+        for impl in impls:
+            for mode in MODES:
+                if progress is not None:
+                    progress(f"V={vocab} {impl.name} {mode}")
+                out.append(
+                    time_case(impl, ids, weight, mode, threads=threads, min_run_time=min_run_time)
+                )
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Reporting
+# --------------------------------------------------------------------------------------------
+
+
+def _find(
+    measurements: Iterable[Measurement], name: str, vocab: int, mode: Mode
+) -> Measurement | None:
+    for m in measurements:
+        if m.name == name and m.vocab == vocab and m.mode == mode:
+            return m
+    return None
+
+
+def _ms(m: Measurement | None) -> str:
+    if m is None:
+        return "-"
+    if m.median_ms is None:
+        return "error"
+    return f"{m.median_ms:.3f}"
+
+
+def _ratio(num: Measurement | None, den: Measurement | None) -> float | None:
+    if num is None or den is None or num.median_ms is None or den.median_ms is None:
+        return None
+    if den.median_ms == 0:
+        return None
+    return num.median_ms / den.median_ms
+
+
+def _ratio_str(r: float | None) -> str:
+    return "" if r is None else f"{r:.3f}"
+
+
+def format_table(measurements: Sequence[Measurement]) -> str:
+    """Format the measurements as a plain-text table, one row per (V, implementation).
+
+    Columns: forward and forward+backward median in ms; on the row of a raw torch call, the
+    ratio ``form / raw`` of the form it is compared with (above 1: the form is slower). Failed
+    cases show ``error`` and their messages are listed under the table.
+
+    Args:
+        measurements: as returned by :func:`run_benchmark`.
+
+    Returns:
+        The table, without a trailing newline.
+    """
+    header = (
+        f"{'V':>6}  {'implementation':<32}{'fwd ms':>11}{'fwd+bwd ms':>12}"
+        f"{'form/raw fwd':>14}{'form/raw f+b':>14}"
+    )
+    lines = [header, "-" * len(header)]
+    errors: list[str] = []
+    vocabs = list(dict.fromkeys(m.vocab for m in measurements))
+    names = list(dict.fromkeys(m.name for m in measurements))
+    for vocab in vocabs:
+        first = True
+        for name in names:
+            fwd = _find(measurements, name, vocab, "fwd")
+            fb = _find(measurements, name, vocab, "fwd+bwd")
+            ref = fwd or fb
+            if ref is None:
+                continue
+            r_fwd = r_fb = None
+            if not ref.is_form:
+                r_fwd = _ratio(_find(measurements, ref.form, vocab, "fwd"), fwd)
+                r_fb = _ratio(_find(measurements, ref.form, vocab, "fwd+bwd"), fb)
+            label = name if ref.is_form else f"  vs {name}"
+            lines.append(
+                f"{vocab if first else '':>6}  {label:<32}{_ms(fwd):>11}{_ms(fb):>12}"
+                f"{_ratio_str(r_fwd):>14}{_ratio_str(r_fb):>14}"
+            )
+            first = False
+            errors.extend(
+                f"V={vocab} {m.name} {m.mode}: {m.error}" for m in (fwd, fb) if m and m.error
+            )
+        lines.append("")
+    if errors:
+        lines.append("errors:")
+        lines.extend(f"  {e}" for e in errors)
+    return "\n".join(lines).rstrip()
+
+
+def _ratio_detail(
+    label: str, num: Measurement | None, den: Measurement | None
+) -> tuple[float | None, str]:
+    r = _ratio(num, den)
+    return r, f"{label}: {_ms(num)} / {_ms(den)} ms = {_ratio_str(r) or 'n/a'}"
+
+
+def evaluate_targets(measurements: Sequence[Measurement]) -> list[TargetResult]:
+    """Decide the three performance targets from the measurements.
+
+    (a) ``lookup_embedding`` forward+backward / ``F.embedding`` forward+backward <= 1.10 at
+    every ``V``; (b) ``matmul_embedding`` / scatter one-hot matmul <= 1.05 in both modes at
+    every ``V`` (exact parity, with 5% for measurement noise); (c) ``sparse_matmul_embedding``
+    forward at the largest ``V`` / at the smallest ``V`` <= 2. The ratio reported is the worst.
+
+    Args:
+        measurements: as returned by :func:`run_benchmark`.
+
+    Returns:
+        One :class:`TargetResult` per target, in the order a, b, c.
+    """
+    vocabs = sorted({m.vocab for m in measurements})
+
+    def decide(
+        key: str, description: str, limit: float, pairs: list[tuple[float | None, str]]
+    ) -> TargetResult:
+        ratios = [r for r, _ in pairs if r is not None]
+        details = [d for _, d in pairs]
+        if not ratios or len(ratios) < len(pairs):
+            return TargetResult(key, description, None, max(ratios, default=None), limit, details)
+        worst = max(ratios)
+        return TargetResult(key, description, worst <= limit, worst, limit, details)
+
+    a = [
+        _ratio_detail(
+            f"V={v} fwd+bwd",
+            _find(measurements, "lookup_embedding", v, "fwd+bwd"),
+            _find(measurements, "F.embedding", v, "fwd+bwd"),
+        )
+        for v in vocabs
+    ]
+    b = [
+        _ratio_detail(
+            f"V={v} {mode}",
+            _find(measurements, "matmul_embedding", v, mode),
+            _find(measurements, "scatter one-hot @ W", v, mode),
+        )
+        for v in vocabs
+        for mode in MODES
+    ]
+    c: list[tuple[float | None, str]] = []
+    if len(vocabs) >= 2:
+        c.append(
+            _ratio_detail(
+                f"fwd V={vocabs[-1]} / V={vocabs[0]}",
+                _find(measurements, "sparse_matmul_embedding", vocabs[-1], "fwd"),
+                _find(measurements, "sparse_matmul_embedding", vocabs[0], "fwd"),
+            )
+        )
+    return [
+        decide("a", "lookup_embedding fwd+bwd within 10% of F.embedding", 1.10, a),
+        decide(
+            "b",
+            "matmul_embedding no slower than the naive scatter one-hot @ W (5% noise allowed)",
+            1.05,
+            b,
+        ),
+        decide(
+            "c",
+            "sparse_matmul_embedding fwd at most 2x from smallest to largest V",
+            2.0,
+            c,
+        ),
+    ]
+
+
+def format_targets(results: Sequence[TargetResult]) -> str:
+    """Format the targets, one block each: verdict, worst ratio against the limit, details.
+
+    Args:
+        results: as returned by :func:`evaluate_targets`.
+
+    Returns:
+        The text, without a trailing newline.
+    """
+    lines: list[str] = []
+    for t in results:
+        verdict = {True: "HOLDS", False: "FAILS", None: "NOT MEASURED"}[t.holds]
+        ratio = "n/a" if t.ratio is None else f"{t.ratio:.3f}"
+        lines.append(f"({t.key}) {t.description}: {verdict} (worst ratio {ratio} <= {t.limit}?)")
+        lines.extend(f"      {d}" for d in t.details)
+    return "\n".join(lines)
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def machine_info(threads: int, dtype: torch.dtype) -> dict[str, str]:
+    """Describe the machine and the settings of the run.
+
+    Args:
+        threads: the torch intra-op threads of the measurement.
+        dtype: the weight's dtype.
+
+    Returns:
+        Keys ``cpu``, ``cores``, ``torch``, ``python``, ``threads``, ``dtype``.
+    """
+    return {
+        "cpu": _cpu_model(),
+        "cores": str(os.cpu_count()),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "threads": str(threads),
+        "dtype": _dtype_name(dtype),
+    }
+
+
+def format_machine(info: dict[str, str]) -> str:
+    """Format :func:`machine_info` as one line.
+
+    Args:
+        info: as returned by :func:`machine_info`.
+
+    Returns:
+        E.g. ``"cpu: AMD EPYC (2 cores) | torch 2.4.0 | threads: 1 | dtype: float32"``.
+    """
+    return (
+        f"cpu: {info['cpu']} ({info['cores']} cores) | torch {info['torch']} | "
+        f"python {info['python']} | threads: {info['threads']} | dtype: {info['dtype']}"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Command line
+# --------------------------------------------------------------------------------------------
+
+DEFAULT_VOCABS = (1024, 8192, 50257)
+QUICK = {"n": 256, "d": 64, "vocab": (128, 1024, 8192), "min_run_time": 0.05}
+
+
+def _vocab_list(values: Sequence[str] | None) -> list[int] | None:
+    if not values:
+        return None
+    out: list[int] = []
+    for value in values:
+        for part in value.split(","):
+            if part.strip():
+                out.append(int(part))
+    return out
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m embedding_equivalence.bench",
+        description=(
+            "Time lookup_embedding, matmul_embedding, linear_embedding and "
+            "sparse_matmul_embedding beside the raw torch calls they wrap, forward and "
+            "forward+backward, and check the three performance targets."
+        ),
+    )
+    p.add_argument("--n", type=int, default=None, help="number of ids N (default 2048)")
+    p.add_argument("--d", type=int, default=None, help="embedding dim D (default 768)")
+    p.add_argument(
+        "--vocab",
+        action="append",
+        default=None,
+        metavar="V[,V...]",
+        help="vocabulary size(s); repeatable or comma-separated (default 1024,8192,50257)",
+    )
+    p.add_argument("--dtype", choices=sorted(DTYPES), default="float32", help="weight dtype")
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the input generator")
+    p.add_argument(
+        "--min-run-time",
+        type=float,
+        default=None,
+        help="seconds of measurement per case after warm-up (default 0.5; 0.05 with --quick)",
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="small sizes (N=256, D=64, V=128,1024,8192) and short timing: a few seconds",
+    )
+    p.add_argument("--json", metavar="PATH", default=None, help="write the measurements here")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark from the command line and print the table and the targets.
+
+    Args:
+        argv: the arguments (without the program name); ``None`` reads ``sys.argv``.
+
+    Returns:
+        The exit status: 0 (a target that does not hold is reported, not an error).
+    """
+    args = _parser().parse_args(argv)
+    quick: bool = args.quick
+    num_ids: int = args.n if args.n is not None else (int(QUICK["n"]) if quick else 2048)
+    dim: int = args.d if args.d is not None else (int(QUICK["d"]) if quick else 768)
+    vocabs = _vocab_list(args.vocab) or list(QUICK["vocab"] if quick else DEFAULT_VOCABS)
+    min_run_time: float = (
+        args.min_run_time
+        if args.min_run_time is not None
+        else (float(QUICK["min_run_time"]) if quick else 0.5)
+    )
+    dtype = DTYPES[args.dtype]
+    threads: int = args.threads
+    if threads < 1 or num_ids < 1 or dim < 1 or any(v < 1 for v in vocabs):
+        print("bench: --threads, --n, --d and --vocab must be positive", file=sys.stderr)
+        return 2
+    torch.set_num_threads(threads)
+
+    info = machine_info(torch.get_num_threads(), dtype)
+    print(format_machine(info))
+    print(
+        f"N={num_ids} ids, D={dim}, V in {vocabs}, seed {args.seed}; median of "
+        f"torch.utils.benchmark.Timer.blocked_autorange(min_run_time={min_run_time})"
+    )
+    progress = None if args.quiet else (lambda s: print(f"  timing {s}", file=sys.stderr))
+    measurements = run_benchmark(
+        num_ids=num_ids,
+        dim=dim,
+        vocabs=vocabs,
+        dtype=dtype,
+        threads=threads,
+        seed=args.seed,
+        min_run_time=min_run_time,
+        progress=progress,
+    )
+    print()
+    print(format_table(measurements))
+    print()
+    targets = evaluate_targets(measurements)
+    print(format_targets(targets))
+    if args.json:
+        payload = {
+            "machine": info,
+            "config": {
+                "num_ids": num_ids,
+                "dim": dim,
+                "vocabs": vocabs,
+                "dtype": _dtype_name(dtype),
+                "threads": threads,
+                "seed": args.seed,
+                "min_run_time": min_run_time,
+            },
+            "measurements": [asdict(m) for m in measurements],
+            "targets": [asdict(t) for t in targets],
+        }
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(payload, f, indent=2)
+            f.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -32,9 +32,7 @@ settings.register_profile(
 settings.register_profile(
     "thorough", max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
-settings.load_profile(
-    os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev")
-)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
 
 def _device_params() -> list[object]:
@@ -47,9 +45,7 @@ def _device_params() -> list[object]:
             id="cuda",
             marks=[pytest.mark.cuda, pytest.mark.skipif(not cuda, reason="no CUDA device")],
         ),
-        pytest.param(
-            "mps", id="mps", marks=pytest.mark.skipif(not mps, reason="no MPS device")
-        ),
+        pytest.param("mps", id="mps", marks=pytest.mark.skipif(not mps, reason="no MPS device")),
     ]
 
 
@@ -57,13 +53,13 @@ FLOAT_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 INDEX_DTYPES = [torch.int64, torch.int32]
 
 
-@pytest.fixture(params=_device_params())
+@pytest.fixture(params=_device_params(), scope="session")
 def device(request: pytest.FixtureRequest) -> torch.device:
     """Every device kind; absent ones are skipped with a reason."""
     return torch.device(request.param)
 
 
-@pytest.fixture(params=FLOAT_DTYPES, ids=lambda d: str(d).removeprefix("torch."))
+@pytest.fixture(params=FLOAT_DTYPES, ids=lambda d: str(d).removeprefix("torch."), scope="session")
 def float_dtype(request: pytest.FixtureRequest, device: torch.device) -> torch.dtype:
     """Every floating dtype the device supports (MPS has no float64)."""
     if device.type == "mps" and request.param == torch.float64:
@@ -71,7 +67,7 @@ def float_dtype(request: pytest.FixtureRequest, device: torch.device) -> torch.d
     return request.param
 
 
-@pytest.fixture(params=INDEX_DTYPES, ids=lambda d: str(d).removeprefix("torch."))
+@pytest.fixture(params=INDEX_DTYPES, ids=lambda d: str(d).removeprefix("torch."), scope="session")
 def index_dtype(request: pytest.FixtureRequest) -> torch.dtype:
     """int64 and int32 ids, the two dtypes F.embedding accepts."""
     return request.param

@@ -14,6 +14,7 @@ states the equivalence precisely, and verifies it, for its own forms and for you
     torch.Size([2, 2, 4])
 """
 
+from ._bag import lookup_embedding_bag, matmul_embedding_bag
 from ._lookup import lookup_embedding
 from ._matmul import linear_embedding, matmul_embedding, sparse_matmul_embedding
 from ._modules import MatmulEmbedding, embedding_to_linear, linear_to_embedding
@@ -29,7 +30,9 @@ __all__ = [
     "linear_embedding",
     "linear_to_embedding",
     "lookup_embedding",
+    "lookup_embedding_bag",
     "matmul_embedding",
+    "matmul_embedding_bag",
     "sparse_matmul_embedding",
     "verify_embedding",
 ]

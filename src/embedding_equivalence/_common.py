@@ -17,8 +17,10 @@ import torch
 __all__ = ["GradRowScale", "grad_row_scale", "renorm_rows_"]
 
 
-def renorm_rows_(weight: torch.Tensor, ids: torch.Tensor, max_norm: float, norm_type: float) -> None:
-    """Rescale, in place, each row of ``weight`` referenced by ``ids`` whose norm exceeds ``max_norm``.
+def renorm_rows_(
+    weight: torch.Tensor, ids: torch.Tensor, max_norm: float, norm_type: float
+) -> None:
+    """Rescale in place each row referenced by ``ids`` whose norm exceeds ``max_norm``.
 
     Each referenced row ``r`` with ``||r||_p > max_norm`` becomes
     ``r * (max_norm / (||r||_p + 1e-7))``, exactly as ``torch.embedding_renorm_`` does
@@ -51,7 +53,9 @@ def renorm_rows_(weight: torch.Tensor, ids: torch.Tensor, max_norm: float, norm_
         norms = torch.linalg.vector_norm(rows, norm_type, dim=1).double()
         scale = torch.where(norms > max_norm, max_norm / (norms + 1e-7), torch.ones_like(norms))
         opmath = torch.float64 if weight.dtype == torch.float64 else torch.float32
-        weight.index_copy_(0, unique, (rows.to(opmath) * scale.to(opmath)[:, None]).to(weight.dtype))
+        weight.index_copy_(
+            0, unique, (rows.to(opmath) * scale.to(opmath)[:, None]).to(weight.dtype)
+        )
 
 
 class GradRowScale(torch.autograd.Function):

@@ -43,7 +43,8 @@ def lookup_embedding(
         norm_type: the ``p`` of the p-norm for ``max_norm``.
         scale_grad_by_freq: divide the gradient of each row by how often its id occurs in
             ``input``.
-        sparse: give ``weight`` a sparse COO gradient instead of a dense one.
+        sparse: give ``weight`` a sparse COO gradient instead of a dense one (not together
+            with ``scale_grad_by_freq``, which torch's sparse backward does not support).
 
     Returns:
         ``(*batch, D)`` tensor of ``weight``'s dtype and device; ``out[b] == weight[input[b]]``.
@@ -52,7 +53,8 @@ def lookup_embedding(
         TypeError: ids not int64/int32 (floating ids are refused, not truncated), or a
             non-floating weight.
         ValueError: weight not 2-D, ids and weight on different devices, ``padding_idx``
-            outside ``[-V, V)``, or invalid ``max_norm``/``norm_type``.
+            outside ``[-V, V)``, invalid ``max_norm``/``norm_type``, or ``sparse`` together
+            with ``scale_grad_by_freq``.
         IndexError: an id outside ``[0, V)``; the message names the id, its position and ``V``.
 
     Example:
@@ -65,7 +67,18 @@ def lookup_embedding(
     """
     fn = "lookup_embedding"
     padding = check_embedding_args(input, weight, padding_idx, max_norm, norm_type, fn)
+    if sparse and scale_grad_by_freq:
+        raise ValueError(
+            f"{fn}: scale_grad_by_freq=True cannot be combined with sparse=True (torch's sparse "
+            f"embedding backward does not scale by frequency); pass sparse=False for a dense "
+            f"scaled gradient, or scale_grad_by_freq=False"
+        )
     check_ids_in_range(input, weight.shape[0], fn)
+    if input.numel() == 0 and not sparse:
+        # torch <= 2.13: the double backward of F.embedding fails on empty ids ("cannot
+        # reshape tensor of 0 elements into shape [0, -1]"); an empty slice of the table is
+        # the same function with a working double backward.
+        return weight[:0].reshape(*input.shape, weight.shape[1])
     if input.dim() == 0:
         # torch <= 2.13: the sparse backward with padding_idx fails on 0-d ids ("too many
         # indices for tensor of dimension 0"); a 1-element view sidesteps it.
@@ -117,7 +130,12 @@ def index_select_embedding(
         ``(*batch, D)`` tensor equal to ``weight[input]``.
     """
     flat, w = _prepare_lookup(
-        input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq,
+        input,
+        weight,
+        padding_idx,
+        max_norm,
+        norm_type,
+        scale_grad_by_freq,
         "index_select_embedding",
     )
     return w.index_select(0, flat).reshape(*input.shape, weight.shape[1])
@@ -131,7 +149,7 @@ def indexing_embedding(
     norm_type: float = 2.0,
     scale_grad_by_freq: bool = False,
 ) -> torch.Tensor:
-    """Lookup through advanced indexing, ``weight[input]``; gradient by ``index_put`` with accumulation.
+    """Lookup by advanced indexing, ``weight[input]``; gradient by accumulating ``index_put``.
 
     Same arguments, semantics and errors as :func:`lookup_embedding` (without ``sparse``).
 

@@ -87,8 +87,6 @@ def _prepare(
     return flat, grad_row_scale(weight, flat, padding, scale_grad_by_freq)
 
 
-
-
 def matmul_embedding(
     input: torch.Tensor,
     weight: torch.Tensor,
@@ -132,8 +130,14 @@ def matmul_embedding(
                 [0., 1.]])
     """
     flat, w = _prepare(
-        input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq,
-        "matmul_embedding", dense=True,
+        input,
+        weight,
+        padding_idx,
+        max_norm,
+        norm_type,
+        scale_grad_by_freq,
+        "matmul_embedding",
+        dense=True,
     )
     one_hot = dense_one_hot(flat, weight.shape[0], weight.dtype)
     return (one_hot @ w).reshape(*input.shape, weight.shape[1])
@@ -173,8 +177,14 @@ def linear_embedding(
         IndexError: see :func:`lookup_embedding`.
     """
     flat, w = _prepare(
-        input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq,
-        "linear_embedding", dense=True,
+        input,
+        weight,
+        padding_idx,
+        max_norm,
+        norm_type,
+        scale_grad_by_freq,
+        "linear_embedding",
+        dense=True,
     )
     one_hot = dense_one_hot(flat, weight.shape[0], weight.dtype)
     return F.linear(one_hot, w.t()).reshape(*input.shape, weight.shape[1])
@@ -213,8 +223,14 @@ def sparse_matmul_embedding(
         IndexError: see :func:`lookup_embedding`.
     """
     flat, w = _prepare(
-        input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq,
-        "sparse_matmul_embedding", dense=False,
+        input,
+        weight,
+        padding_idx,
+        max_norm,
+        norm_type,
+        scale_grad_by_freq,
+        "sparse_matmul_embedding",
+        dense=False,
     )
     one_hot = sparse_one_hot(flat, weight.shape[0], weight.dtype)
     return torch.sparse.mm(one_hot, w).reshape(*input.shape, weight.shape[1])

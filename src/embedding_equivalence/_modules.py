@@ -1,4 +1,4 @@
-"""Module side: a drop-in ``nn.Embedding`` computed as a matmul, and Embedding <-> Linear conversion."""
+"""Module side: a matmul drop-in for ``nn.Embedding``, and Embedding <-> Linear conversion."""
 
 from __future__ import annotations
 
@@ -45,8 +45,6 @@ class MatmulEmbedding(nn.Module):
             outside ``[-V, V)``.
     """
 
-    __constants__ = ["num_embeddings", "embedding_dim", "padding_idx", "max_norm", "norm_type",
-                     "scale_grad_by_freq", "sparse"]
 
     num_embeddings: int
     embedding_dim: int
@@ -116,7 +114,11 @@ class MatmulEmbedding(nn.Module):
             ``(*batch, D)`` embeddings.
         """
         return matmul_embedding(
-            input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
+            input,
+            self.weight,
+            self.padding_idx,
+            self.max_norm,
+            self.norm_type,
             self.scale_grad_by_freq,
         )
 
@@ -144,7 +146,7 @@ class MatmulEmbedding(nn.Module):
         scale_grad_by_freq: bool = False,
         sparse: bool = False,
     ) -> MatmulEmbedding:
-        """Create a ``MatmulEmbedding`` from a ``(V, D)`` table, as ``nn.Embedding.from_pretrained``.
+        """Create a ``MatmulEmbedding`` from a ``(V, D)`` table, like ``nn.Embedding``'s.
 
         The table is used as the parameter's data (not copied), exactly as in ``nn.Embedding``.
 
@@ -170,8 +172,15 @@ class MatmulEmbedding(nn.Module):
             )
         rows, cols = embeddings.shape
         return cls(
-            rows, cols, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
-            _weight=embeddings, _freeze=freeze,
+            rows,
+            cols,
+            padding_idx,
+            max_norm,
+            norm_type,
+            scale_grad_by_freq,
+            sparse,
+            _weight=embeddings,
+            _freeze=freeze,
         )
 
 
@@ -200,10 +209,15 @@ def embedding_to_linear(embedding: nn.Embedding | MatmulEmbedding) -> nn.Linear:
             f"{type(embedding).__name__}"
         )
     weight = embedding.weight
+    # Built on the meta device and then given storage: no initial draw, so the conversion
+    # leaves the global RNG untouched.
     linear = nn.Linear(
-        embedding.num_embeddings, embedding.embedding_dim, bias=False,
-        device=weight.device, dtype=weight.dtype,
-    )
+        embedding.num_embeddings,
+        embedding.embedding_dim,
+        bias=False,
+        device="meta",
+        dtype=weight.dtype,
+    ).to_empty(device=weight.device)
     with torch.no_grad():
         linear.weight.copy_(weight.detach().t())
     linear.weight.requires_grad_(weight.requires_grad)
@@ -211,7 +225,7 @@ def embedding_to_linear(embedding: nn.Embedding | MatmulEmbedding) -> nn.Linear:
 
 
 def linear_to_embedding(linear: nn.Linear) -> nn.Embedding:
-    """Convert a bias-free ``nn.Linear(V, D)`` to an ``nn.Embedding(V, D)`` with a copy of ``weight.T``.
+    """Convert a bias-free ``nn.Linear(V, D)`` to ``nn.Embedding(V, D)`` with a copy of ``W.T``.
 
     The inverse of :func:`embedding_to_linear`; the weight is cloned, never aliased.
 
@@ -237,8 +251,8 @@ def linear_to_embedding(linear: nn.Linear) -> nn.Embedding:
         )
     weight = linear.weight
     embedding = nn.Embedding(
-        linear.in_features, linear.out_features, device=weight.device, dtype=weight.dtype
-    )
+        linear.in_features, linear.out_features, device="meta", dtype=weight.dtype
+    ).to_empty(device=weight.device)  # no initial draw: the global RNG is left untouched
     with torch.no_grad():
         embedding.weight.copy_(weight.detach().t())
     embedding.weight.requires_grad_(weight.requires_grad)

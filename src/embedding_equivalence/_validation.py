@@ -14,11 +14,15 @@ from collections.abc import Sequence
 import torch
 
 __all__ = [
+    "BAG_MODES",
     "INDEX_DTYPES",
     "OneHotTooLargeError",
     "available_memory_bytes",
+    "check_bag_sparse",
     "check_embedding_args",
+    "check_embedding_bag_args",
     "check_ids_in_range",
+    "check_multi_hot_fits",
     "check_one_hot_fits",
     "format_bytes",
     "normalize_padding_idx",
@@ -282,3 +286,266 @@ def check_one_hot_fits(
         f"lookup_embedding(input, weight, ...) or sparse_matmul_embedding(input, weight, ...), "
         f"which never build the dense one-hot."
     )
+
+
+# --- EmbeddingBag ---------------------------------------------------------------------------
+
+#: The reductions of ``F.embedding_bag``.
+BAG_MODES: tuple[str, ...] = ("sum", "mean", "max")
+
+
+def _check_offsets(
+    input: torch.Tensor,
+    offsets: object,
+    include_last_offset: bool,
+    fn: str,
+) -> None:
+    """Check the type, rank, dtype, device and values of the ``offsets`` of a 1-D input."""
+    n = input.shape[0]
+    if offsets is None:
+        raise ValueError(
+            f"{fn}: a 1-D input needs offsets, the start of each bag in input: "
+            f"{fn}(input, weight, offsets=torch.tensor([0, 2])) makes bags input[0:2] and "
+            f"input[2:]; for a single bag pass offsets=torch.tensor([0]), or pass a 2-D input "
+            f"(B, L) of B bags of L ids each without offsets"
+        )
+    if not isinstance(offsets, torch.Tensor):
+        raise TypeError(
+            f"{fn}: offsets must be a 1-D torch.Tensor of int64 or int32, got "
+            f"{type(offsets).__name__}; call {fn}(input, weight, torch.as_tensor(offsets))"
+        )
+    if offsets.dim() != 1:
+        raise ValueError(
+            f"{fn}: offsets must be 1-D (the start of each bag in input), got shape "
+            f"{_shape_str(offsets.shape)}; pass offsets.reshape(-1)"
+        )
+    if offsets.dtype not in INDEX_DTYPES:
+        raise TypeError(
+            f"{fn}: offsets must have dtype torch.int64 or torch.int32, got {offsets.dtype}; "
+            f"call {fn}(input, weight, offsets.long())"
+        )
+    if offsets.device != input.device:
+        raise ValueError(
+            f"{fn}: offsets are on {offsets.device} but input is on {input.device}; move them: "
+            f"{fn}(input, weight, offsets.to({str(input.device)!r}))"
+        )
+    if include_last_offset and offsets.shape[0] == 0:
+        raise ValueError(
+            f"{fn}: include_last_offset=True needs at least one offset (the end of the last "
+            f"bag), got an empty offsets tensor; for zero bags pass offsets=torch.tensor([0]), "
+            f"for one bag offsets=torch.tensor([0, {n}])"
+        )
+    if offsets.device.type == "meta":
+        return
+    if offsets.shape[0] == 0:
+        if n > 0:
+            raise ValueError(
+                f"{fn}: offsets is empty, so there are no bags, but input holds {n} ids that "
+                f"would belong to none; for a single bag pass offsets=torch.tensor([0])"
+            )
+        return
+    # One device synchronisation for all three checks; the details are read only on failure.
+    decreasing = offsets[1:] < offsets[:-1]
+    past_end = offsets > n
+    flags = torch.stack([offsets[0] != 0, decreasing.any(), past_end.any()]).tolist()
+    bad_start, any_decreasing, any_past_end = flags
+    if bad_start:
+        raise ValueError(
+            f"{fn}: offsets[0] = {int(offsets[0].item())}, but the first bag must start at "
+            f"position 0 of input (as F.embedding_bag requires); to skip the first k ids pass "
+            f"{fn}(input[k:], weight, offsets - k)"
+        )
+    if any_decreasing:
+        i = int(decreasing.nonzero()[0].item()) + 1
+        raise ValueError(
+            f"{fn}: offsets[{i}] = {int(offsets[i].item())} is smaller than offsets[{i - 1}] = "
+            f"{int(offsets[i - 1].item())}; offsets must be non-decreasing (bag b holds "
+            f"input[offsets[b]:offsets[b + 1]]); an empty bag repeats the previous offset, "
+            f"e.g. offsets=torch.tensor([0, 2, 2, 5])"
+        )
+    if any_past_end:
+        i = int(past_end.nonzero()[0].item())
+        raise ValueError(
+            f"{fn}: offsets[{i}] = {int(offsets[i].item())} is past the end of input, which "
+            f"holds {n} ids; every offset must lie in [0, {n}]"
+            + (
+                f" (with include_last_offset=True the last offset is the end of the last "
+                f"bag, usually {n})"
+                if include_last_offset
+                else ""
+            )
+        )
+
+
+def check_embedding_bag_args(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    offsets: object,
+    mode: object,
+    per_sample_weights: object,
+    include_last_offset: bool,
+    scale_grad_by_freq: bool,
+    fn: str,
+) -> None:
+    """Validate the arguments that ``F.embedding_bag`` adds to ``F.embedding``.
+
+    Call it after :func:`check_embedding_args` (which checks ``input``, ``weight``,
+    ``padding_idx``, ``max_norm`` and ``norm_type``) and before the range check of the ids.
+    Order: the input's rank, ``mode``, ``scale_grad_by_freq`` with ``mode="max"``,
+    ``per_sample_weights``, then ``offsets`` (type, rank, dtype, device, values).
+
+    The values of ``offsets`` are read (one device synchronisation): ``offsets[0]`` must be 0,
+    they must be non-decreasing and none may exceed ``len(input)``. ``F.embedding_bag`` checks
+    only the first and the last of these on the CPU and none on CUDA; a decreasing offset makes
+    it fail with an unrelated message or return garbage.
+
+    Args:
+        input: int64 or int32 ids, ``(N,)`` with ``offsets`` or ``(B, L)`` without.
+        weight: the ``(V, D)`` table (already checked).
+        offsets: ``None`` for a 2-D input, else a 1-D int64/int32 tensor of bag starts
+            (plus the end of the last bag when ``include_last_offset``).
+        mode: ``"sum"``, ``"mean"`` or ``"max"``.
+        per_sample_weights: ``None`` or a tensor of ``input``'s shape and ``weight``'s dtype
+            and device; only with ``mode="sum"``.
+        include_last_offset: whether ``offsets`` ends with the end of the last bag.
+        scale_grad_by_freq: refused with ``mode="max"``, as ``F.embedding_bag`` does.
+        fn: name of the calling function, for the messages.
+
+    Raises:
+        TypeError: ``offsets`` or ``per_sample_weights`` is not a tensor or has a wrong dtype.
+        ValueError: any other invalid combination; the message shows a correct call.
+    """
+    if input.is_nested:
+        raise ValueError(
+            f"{fn}: nested (jagged) input is not supported; pass its flat ids and offsets: "
+            f"{fn}(input.values(), weight, input.offsets(), include_last_offset=True)"
+        )
+    if input.dim() not in (1, 2):
+        raise ValueError(
+            f"{fn}: input must be 1-D (N,) with offsets, or 2-D (B, L) (B bags of L ids) "
+            f"without offsets, got shape {_shape_str(input.shape)}"
+            + (
+                "; for a single bag pass input.reshape(1, -1)"
+                if input.dim() == 0
+                else "; flatten it: input.reshape(-1, input.shape[-1])"
+            )
+        )
+    if not isinstance(mode, str) or mode not in BAG_MODES:
+        raise ValueError(
+            f"{fn}: mode must be one of 'sum', 'mean' or 'max', got {mode!r}; "
+            f"e.g. {fn}(input, weight, offsets, mode='sum')"
+        )
+    if mode == "max" and scale_grad_by_freq:
+        raise ValueError(
+            f"{fn}: scale_grad_by_freq=True is not supported with mode='max' (as in "
+            f"F.embedding_bag); use mode='sum' or mode='mean', or scale_grad_by_freq=False"
+        )
+    if per_sample_weights is not None:
+        if mode != "sum":
+            raise ValueError(
+                f"{fn}: per_sample_weights is only supported with mode='sum', got "
+                f"mode={mode!r}; call {fn}(input, weight, offsets, mode='sum', "
+                f"per_sample_weights=w)"
+                + (
+                    " (for a weighted mean, divide w by the sum of the weights in each bag first)"
+                    if mode == "mean"
+                    else ""
+                )
+            )
+        if not isinstance(per_sample_weights, torch.Tensor):
+            raise TypeError(
+                f"{fn}: per_sample_weights must be a torch.Tensor of input's shape "
+                f"{_shape_str(input.shape)} and weight's dtype, got "
+                f"{type(per_sample_weights).__name__}"
+            )
+        if per_sample_weights.dtype != weight.dtype:
+            raise TypeError(
+                f"{fn}: per_sample_weights must have weight's dtype {weight.dtype}, got "
+                f"{per_sample_weights.dtype}; pass per_sample_weights.to(weight.dtype)"
+            )
+        if per_sample_weights.shape != input.shape:
+            raise ValueError(
+                f"{fn}: per_sample_weights must have input's shape "
+                f"{_shape_str(input.shape)} (one weight per id), got "
+                f"{_shape_str(per_sample_weights.shape)}"
+            )
+        if per_sample_weights.device != weight.device:
+            raise ValueError(
+                f"{fn}: per_sample_weights is on {per_sample_weights.device} but weight is on "
+                f"{weight.device}; pass per_sample_weights.to({str(weight.device)!r})"
+            )
+    if input.dim() == 2:
+        if offsets is not None:
+            b, length = input.shape
+            raise ValueError(
+                f"{fn}: a 2-D input (B, L) = {_shape_str(input.shape)} is already B bags of L "
+                f"ids, so offsets must be None; call {fn}(input, weight), or pass the flat "
+                f"ids with offsets: {fn}(input.reshape(-1), weight, offsets) (the 2-D form "
+                f"equals offsets=torch.arange({b}) * {length})"
+            )
+        return
+    _check_offsets(input, offsets, include_last_offset, fn)
+
+
+def check_bag_sparse(sparse: bool, mode: str, scale_grad_by_freq: bool, fn: str) -> None:
+    """Refuse the combinations with ``sparse=True`` that ``F.embedding_bag`` cannot differentiate.
+
+    ``mode="max"`` with ``sparse=True`` is refused by ``F.embedding_bag`` itself;
+    ``scale_grad_by_freq=True`` with ``sparse=True`` only fails in the backward pass
+    (``embedding_backward: scale_grad_by_freq not supported with sparse gradients``), so it is
+    refused here, at the call.
+
+    Args:
+        sparse: whether a sparse gradient was asked for.
+        mode: the (already checked) reduction.
+        scale_grad_by_freq: whether the gradient is scaled by frequency.
+        fn: name of the calling function, for the message.
+
+    Raises:
+        ValueError: ``sparse=True`` with ``mode="max"`` or with ``scale_grad_by_freq=True``.
+    """
+    if not sparse:
+        return
+    if mode == "max":
+        raise ValueError(
+            f"{fn}: sparse=True is not supported with mode='max' (as in F.embedding_bag); "
+            f"use mode='sum' or mode='mean', or sparse=False"
+        )
+    if scale_grad_by_freq:
+        raise ValueError(
+            f"{fn}: sparse=True cannot be combined with scale_grad_by_freq=True (torch's "
+            f"sparse backward does not implement it and would fail at backward()); pass "
+            f"sparse=False"
+        )
+
+
+def check_multi_hot_fits(
+    num_bags: int, num_embeddings: int, dtype: torch.dtype, device: torch.device, fn: str
+) -> None:
+    """Refuse a dense ``(B, V)`` bag-count matrix that cannot fit, before anything is allocated.
+
+    The same budget as :func:`check_one_hot_fits` (which decides), with a message about bags.
+
+    Args:
+        num_bags: ``B``, the number of bags.
+        num_embeddings: ``V``, the number of rows of the weight.
+        dtype: the dtype the matrix would be built in (the weight's).
+        device: where it would be built.
+        fn: name of the calling function, for the message.
+
+    Raises:
+        OneHotTooLargeError: ``B * V * itemsize`` exceeds the memory available on ``device``.
+    """
+    try:
+        check_one_hot_fits(num_bags, num_embeddings, dtype, device, fn)
+    except OneHotTooLargeError:
+        itemsize = torch.empty((), dtype=dtype, device="meta").element_size()
+        needed = num_bags * num_embeddings * itemsize
+        available = available_memory_bytes(device)
+        raise OneHotTooLargeError(
+            f"{fn}: the dense bag-count (multi-hot) matrix would take {format_bytes(needed)} "
+            f"({num_bags} bags x {num_embeddings} rows x {itemsize} bytes of {dtype}), more "
+            f"than the {format_bytes(available or 0)} available on {device}; nothing was "
+            f"allocated. Use lookup_embedding_bag(input, weight, offsets, ...), which never "
+            f"builds it."
+        ) from None

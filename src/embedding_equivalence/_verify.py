@@ -120,8 +120,8 @@ def preserved_global_state() -> Iterator[None]:
 def _resolve(
     dtypes: Sequence[torch.dtype] | None, devices: Sequence[str | torch.device] | None
 ) -> tuple[tuple[torch.dtype, ...], tuple[str, ...]]:
-    devs = tuple(str(torch.device(d)) for d in devices) if devices else tuple(
-        ees.available_devices()
+    devs = (
+        tuple(str(torch.device(d)) for d in devices) if devices else tuple(ees.available_devices())
     )
     for d in devs:
         if torch.device(d).type not in ees.available_devices():
@@ -186,7 +186,7 @@ def run_verification(
         derandomize=False,
         print_blob=False,
         phases=(Phase.explicit, Phase.generate, Phase.shrink),
-        suppress_health_check=list(HealthCheck),
+        suppress_health_check=[HealthCheck(h) for h in HealthCheck],
         report_multiple_bugs=False,
     )
     @given(cases)

@@ -36,7 +36,9 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import sys
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Literal
@@ -62,10 +64,17 @@ __all__ = [
     "main",
     "run_benchmark",
     "time_case",
+    "time_group",
 ]
 
 Mode = Literal["fwd", "fwd+bwd"]
 MODES: tuple[Mode, ...] = ("fwd", "fwd+bwd")
+
+Clock = Literal["wall", "cpu"]
+#: ``wall``: elapsed time (``time.perf_counter``, ``Timer``'s default). ``cpu``: CPU time of
+#: the process (``time.process_time``, user + system of all its threads), which does not count
+#: the time the process waits for a core on a shared machine; meaningful with one thread.
+CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}
 
 EmbedFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -168,9 +177,14 @@ class Measurement:
         dim: ``D``, the columns of the weight.
         dtype: the weight's dtype, e.g. ``"float32"``.
         threads: torch intra-op threads during the measurement.
-        median_ms: median time of one call in milliseconds (``None`` if it failed).
-        iqr_ms: interquartile range of the per-call times in milliseconds.
-        runs: number of calls measured (after the warm-up of ``Timer``).
+        clock: ``"wall"`` or ``"cpu"`` (see :data:`CLOCKS`).
+        median_ms: median time of one call in milliseconds, over every block of every round
+            (``None`` if the call failed).
+        iqr_ms: interquartile range of the per-call block times in milliseconds.
+        runs: number of calls measured (warm-up calls excluded).
+        round_ms: the median of each round in milliseconds; rounds are interleaved with the
+            other implementations of the same form, so that round ``r`` of a form and round
+            ``r`` of its raw call ran under the same machine load.
         error: ``"ExceptionType: message"`` if the call failed, else ``None``.
     """
 
@@ -183,9 +197,11 @@ class Measurement:
     dim: int
     dtype: str
     threads: int
+    clock: Clock
     median_ms: float | None
     iqr_ms: float | None = None
     runs: int = 0
+    round_ms: list[float] = field(default_factory=list)
     error: str | None = None
 
 
@@ -199,7 +215,8 @@ class TargetResult:
         holds: True if it holds, False if not, ``None`` if it could not be measured.
         ratio: the deciding ratio (the worst one when several sizes are measured).
         limit: the largest ratio for which the target holds.
-        details: one string per measured size, e.g. ``"V=1024 fwd+bwd 1.23/1.20 ms = 1.02"``.
+        details: one string per measured size, e.g.
+            ``"V=1024 fwd+bwd: 1.230 ms vs 1.200 ms, ratio 1.025 (median of per-round ratios)"``.
     """
 
     key: str
@@ -238,6 +255,154 @@ def build_inputs(
     return ids, weight
 
 
+def _make_step(
+    fn: EmbedFn, ids: torch.Tensor, weight: torch.Tensor, grad_out: torch.Tensor | None
+) -> Callable[[], None]:
+    if grad_out is None:
+
+        def forward() -> None:
+            fn(ids, weight)
+
+        return forward
+
+    def forward_backward() -> None:
+        weight.grad = None
+        fn(ids, weight).backward(grad_out)
+
+    return forward_backward
+
+
+def _error_str(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
+
+
+_CAUGHT = (RuntimeError, NotImplementedError, MemoryError, TypeError, ValueError)
+
+#: One thing to time: an implementation and its inputs, ``(impl, ids, weight)``.
+Case = tuple[Implementation, torch.Tensor, torch.Tensor]
+
+
+def time_group(
+    cases: Sequence[Case],
+    mode: Mode,
+    *,
+    threads: int = 1,
+    min_run_time: float = 0.5,
+    rounds: int = 3,
+    clock: Clock = "wall",
+) -> list[Measurement]:
+    """Time several cases in one mode, interleaved, with ``torch.utils.benchmark.Timer``.
+
+    ``"fwd"`` calls ``impl.fn(ids, weight)`` with a weight that does not require grad.
+    ``"fwd+bwd"`` uses a copy of ``weight`` that requires grad (one copy per distinct weight,
+    shared by the cases that use it) and times
+    ``weight.grad = None; impl.fn(ids, weight).backward(ones)``, with a fixed upstream
+    gradient of ones.
+
+    The cases take turns for ``rounds`` rounds (the order rotates every round), each measuring
+    blocks of calls for ``min_run_time / rounds`` seconds: in the first round with
+    ``Timer.blocked_autorange``, which warms up and chooses the number of calls per block, in
+    later rounds with ``Timer.timeit`` and the same block size. Interleaving puts the cases
+    that a ratio compares (a form and its raw call, or one form at two sizes) under the same
+    load of a shared machine, which measuring one after the other does not. A call that raises
+    (e.g. an operation not implemented for the dtype) gives a measurement with ``error`` set.
+
+    Args:
+        cases: ``(impl, ids, weight)`` triples: 1-D int64 ids and a ``(V, D)`` weight.
+        mode: ``"fwd"`` or ``"fwd+bwd"``.
+        threads: torch intra-op threads for the measurement (``Timer``'s ``num_threads``).
+        min_run_time: seconds of measurement per case, over all rounds.
+        rounds: number of interleaved rounds (at least 1).
+        clock: what to measure, ``"wall"`` or ``"cpu"`` time (see :data:`CLOCKS`).
+
+    Returns:
+        One :class:`Measurement` per case, in the order of ``cases``.
+    """
+    rounds = max(1, rounds)
+    per_round = min_run_time / rounds
+    timed: dict[int, torch.Tensor] = {}  # id(weight) -> the weight the calls receive
+    timers: list[Timer] = []
+    for impl, ids, weight in cases:
+        key = id(weight)
+        if key not in timed:
+            timed[key] = (
+                weight.detach() if mode == "fwd" else weight.detach().clone().requires_grad_(True)
+            )
+        grad_out = (
+            None if mode == "fwd" else torch.ones(ids.shape[0], weight.shape[1], dtype=weight.dtype)
+        )
+        timers.append(
+            Timer(
+                stmt="step()",
+                globals={"step": _make_step(impl.fn, ids, timed[key], grad_out)},
+                num_threads=threads,
+                timer=CLOCKS[clock],
+                label="embedding forms",
+                sub_label=f"V={weight.shape[0]}",
+                description=f"{impl.name} {mode}",
+            )
+        )
+    count = len(cases)
+    errors: dict[int, str] = {}
+    times: list[list[float]] = [[] for _ in cases]
+    round_ms: list[list[float]] = [[] for _ in cases]
+    runs = [0] * count
+    number: dict[int, int] = {}
+    try:
+        for r in range(rounds if count else 0):
+            for i in [(j + r) % count for j in range(count)]:
+                if i in errors:
+                    continue
+                try:
+                    if i not in number:  # first round: warm up, choose the block size
+                        m = timers[i].blocked_autorange(min_run_time=per_round)
+                        number[i] = m.number_per_run
+                        block = list(m.times)
+                    else:  # later rounds: blocks of the same size, no second warm-up
+                        block = []
+                        start = time.perf_counter()
+                        while not block or time.perf_counter() - start < per_round:
+                            block.extend(timers[i].timeit(number[i]).times)
+                except _CAUGHT as exc:
+                    errors[i] = _error_str(exc)
+                    continue
+                times[i].extend(block)
+                round_ms[i].append(statistics.median(block) * 1e3)
+                runs[i] += len(block) * number[i]
+    finally:
+        for w in timed.values():
+            w.grad = None
+    out: list[Measurement] = []
+    for i, (impl, ids, weight) in enumerate(cases):
+        measured = i not in errors and bool(times[i])
+        if measured:
+            t = torch.tensor(times[i], dtype=torch.float64)
+            q = torch.quantile(t, torch.tensor([0.25, 0.5, 0.75], dtype=torch.float64)).tolist()
+        else:
+            q = [float("nan")] * 3
+        out.append(
+            Measurement(
+                name=impl.name,
+                form=impl.form,
+                is_form=impl.is_form,
+                mode=mode,
+                num_ids=ids.shape[0],
+                vocab=weight.shape[0],
+                dim=weight.shape[1],
+                dtype=_dtype_name(weight.dtype),
+                threads=threads,
+                clock=clock,
+                median_ms=q[1] * 1e3 if measured else None,
+                iqr_ms=(q[2] - q[0]) * 1e3 if measured else None,
+                runs=runs[i] if measured else 0,
+                round_ms=round_ms[i] if measured else [],
+                error=errors.get(i),
+            )
+        )
+    return out
+
+
 def time_case(
     impl: Implementation,
     ids: torch.Tensor,
@@ -246,76 +411,33 @@ def time_case(
     *,
     threads: int = 1,
     min_run_time: float = 0.5,
+    rounds: int = 1,
+    clock: Clock = "wall",
 ) -> Measurement:
-    """Time one implementation in one mode with ``torch.utils.benchmark.Timer``.
-
-    ``"fwd"`` calls ``impl.fn(ids, weight)`` with a weight that does not require grad.
-    ``"fwd+bwd"`` uses a copy of ``weight`` that requires grad and times
-    ``weight.grad = None; impl.fn(ids, weight).backward(ones)`` with a fixed upstream gradient
-    of ones. ``Timer.blocked_autorange`` warms up, then measures blocks of calls for at least
-    ``min_run_time`` seconds; the median per-call time is reported. A call that raises (e.g.
-    an operation not implemented for the dtype) gives a measurement with ``error`` set.
+    """Time one implementation in one mode; see :func:`time_group` for the method.
 
     Args:
         impl: what to time.
         ids: 1-D int64 ids.
         weight: ``(V, D)`` weight.
         mode: ``"fwd"`` or ``"fwd+bwd"``.
-        threads: torch intra-op threads for the measurement (``Timer``'s ``num_threads``).
-        min_run_time: seconds of measurement after the warm-up.
+        threads: torch intra-op threads for the measurement.
+        min_run_time: seconds of measurement, over all rounds.
+        rounds: number of rounds.
+        clock: ``"wall"`` or ``"cpu"`` time (see :data:`CLOCKS`).
 
     Returns:
         The :class:`Measurement`.
     """
-    vocab, dim = weight.shape
-    common = {
-        "name": impl.name,
-        "form": impl.form,
-        "is_form": impl.is_form,
-        "mode": mode,
-        "num_ids": ids.shape[0],
-        "vocab": vocab,
-        "dim": dim,
-        "dtype": _dtype_name(weight.dtype),
-        "threads": threads,
-    }
-    fn = impl.fn
-    if mode == "fwd":
-        w = weight.detach()
-
-        def step() -> None:
-            fn(ids, w)
-
-    else:
-        w = weight.detach().clone().requires_grad_(True)
-        grad_out = torch.ones(ids.shape[0], dim, dtype=weight.dtype)
-
-        def step() -> None:
-            w.grad = None
-            fn(ids, w).backward(grad_out)
-
-    try:
-        step()  # fail fast, outside the Timer, with the real exception
-        timer = Timer(
-            stmt="step()",
-            globals={"step": step},
-            num_threads=threads,
-            label="embedding forms",
-            sub_label=f"V={vocab}",
-            description=f"{impl.name} {mode}",
-        )
-        m = timer.blocked_autorange(min_run_time=min_run_time)
-    except (RuntimeError, NotImplementedError, MemoryError, TypeError, ValueError) as exc:
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        return Measurement(**common, median_ms=None, error=f"{type(exc).__name__}: {first_line}")
-    finally:
-        w.grad = None
-    return Measurement(
-        **common,
-        median_ms=m.median * 1e3,
-        iqr_ms=m.iqr * 1e3,
-        runs=len(m.times) * m.number_per_run,
+    (m,) = time_group(
+        [(impl, ids, weight)],
+        mode,
+        threads=threads,
+        min_run_time=min_run_time,
+        rounds=rounds,
+        clock=clock,
     )
+    return m
 
 
 def run_benchmark(
@@ -327,40 +449,57 @@ def run_benchmark(
     threads: int,
     seed: int,
     min_run_time: float,
+    rounds: int = 3,
+    clock: Clock = "wall",
     implementations: Iterable[Implementation] = IMPLEMENTATIONS,
     progress: Callable[[str], None] | None = None,
 ) -> list[Measurement]:
     """Time every implementation in both modes at every vocabulary size.
 
-    All implementations at one ``V`` see the same ids and weight (built by
-    :func:`build_inputs` from ``seed + V``).
+    One group per form and mode: the form and its raw torch calls at every ``V``, timed
+    interleaved by :func:`time_group`, so that both the ``form / raw`` ratios and the ratios
+    between sizes compare measurements taken under the same machine load. All
+    implementations at one ``V`` see the same ids and weight (built by :func:`build_inputs`
+    from ``seed + V``).
 
     Args:
         num_ids: ``N``, the number of ids.
         dim: ``D``, the embedding dimension.
-        vocabs: the vocabulary sizes ``V``, in the order to measure them.
+        vocabs: the vocabulary sizes ``V``.
         dtype: floating dtype of the weight.
         threads: torch intra-op threads.
         seed: base seed of the inputs.
-        min_run_time: seconds of measurement per case (see :func:`time_case`).
+        min_run_time: seconds of measurement per implementation, size and mode.
+        rounds: interleaved rounds per group (see :func:`time_group`).
+        clock: ``"wall"`` or ``"cpu"`` time (see :data:`CLOCKS`).
         implementations: what to time; by default :data:`IMPLEMENTATIONS`.
-        progress: called with a one-line note before each case (e.g. to print to stderr).
+        progress: called with a one-line note before each group (e.g. to print to stderr).
 
     Returns:
         One :class:`Measurement` per (V, implementation, mode), in that order.
     """
-    impls = tuple(implementations)
-    out: list[Measurement] = []
-    for vocab in vocabs:
-        ids, weight = build_inputs(num_ids, vocab, dim, dtype, seed + vocab)
-        for impl in impls:
-            for mode in MODES:
-                if progress is not None:
-                    progress(f"V={vocab} {impl.name} {mode}")
-                out.append(
-                    time_case(impl, ids, weight, mode, threads=threads, min_run_time=min_run_time)
-                )
-    return out
+    impls = list(implementations)
+    inputs = {v: build_inputs(num_ids, v, dim, dtype, seed + v) for v in vocabs}
+    groups: dict[str, list[Implementation]] = {}
+    for impl in impls:
+        groups.setdefault(impl.form, []).append(impl)
+    found: dict[tuple[int, str, Mode], Measurement] = {}
+    for form, members in groups.items():
+        for mode in MODES:
+            if progress is not None:
+                progress(f"{mode} {form} and {len(members) - 1} raw call(s) at V={list(vocabs)}")
+            cases = [(impl, *inputs[v]) for v in vocabs for impl in members]
+            measured = time_group(
+                cases,
+                mode,
+                threads=threads,
+                min_run_time=min_run_time,
+                rounds=rounds,
+                clock=clock,
+            )
+            for m in measured:
+                found[(m.vocab, m.name, mode)] = m
+    return [found[(v, impl.name, mode)] for v in vocabs for impl in impls for mode in MODES]
 
 
 # --------------------------------------------------------------------------------------------
@@ -385,9 +524,22 @@ def _ms(m: Measurement | None) -> str:
     return f"{m.median_ms:.3f}"
 
 
-def _ratio(num: Measurement | None, den: Measurement | None) -> float | None:
+def _ratio(
+    num: Measurement | None, den: Measurement | None, *, paired: bool = True
+) -> float | None:
+    """``num / den``: the median of the per-round ratios if ``paired``, else of the medians.
+
+    Paired ratios compare round ``r`` with round ``r``, which ran in the same interleaved
+    sweep (see :func:`time_group`), so a change of machine load between rounds cancels out.
+    Measurements from different groups fall back to the ratio of the medians.
+    """
     if num is None or den is None or num.median_ms is None or den.median_ms is None:
         return None
+    same_group = num.form == den.form and num.mode == den.mode
+    if paired and same_group and num.round_ms and len(num.round_ms) == len(den.round_ms):
+        pairs = list(zip(num.round_ms, den.round_ms, strict=True))
+        if all(d > 0 for _, d in pairs):
+            return statistics.median(n / d for n, d in pairs)
     if den.median_ms == 0:
         return None
     return num.median_ms / den.median_ms
@@ -401,8 +553,9 @@ def format_table(measurements: Sequence[Measurement]) -> str:
     """Format the measurements as a plain-text table, one row per (V, implementation).
 
     Columns: forward and forward+backward median in ms; on the row of a raw torch call, the
-    ratio ``form / raw`` of the form it is compared with (above 1: the form is slower). Failed
-    cases show ``error`` and their messages are listed under the table.
+    ratio ``form / raw`` of the form it is compared with (above 1: the form is slower), the
+    median of the per-round ratios of the interleaved rounds. Failed cases show ``error`` and
+    their messages are listed under the table.
 
     Args:
         measurements: as returned by :func:`run_benchmark`.
@@ -440,6 +593,10 @@ def format_table(measurements: Sequence[Measurement]) -> str:
                 f"V={vocab} {m.name} {m.mode}: {m.error}" for m in (fwd, fb) if m and m.error
             )
         lines.append("")
+    lines.append(
+        "form/raw: median over the interleaved rounds of (form time / raw time) in that round; "
+        "> 1 means the form is slower"
+    )
     if errors:
         lines.append("errors:")
         lines.extend(f"  {e}" for e in errors)
@@ -447,10 +604,11 @@ def format_table(measurements: Sequence[Measurement]) -> str:
 
 
 def _ratio_detail(
-    label: str, num: Measurement | None, den: Measurement | None
+    label: str, num: Measurement | None, den: Measurement | None, *, paired: bool = True
 ) -> tuple[float | None, str]:
-    r = _ratio(num, den)
-    return r, f"{label}: {_ms(num)} / {_ms(den)} ms = {_ratio_str(r) or 'n/a'}"
+    r = _ratio(num, den, paired=paired)
+    how = "median of per-round ratios" if paired else "ratio of medians"
+    return r, f"{label}: {_ms(num)} ms vs {_ms(den)} ms, ratio {_ratio_str(r) or 'n/a'} ({how})"
 
 
 def evaluate_targets(measurements: Sequence[Measurement]) -> list[TargetResult]:
@@ -559,7 +717,9 @@ def machine_info(threads: int, dtype: torch.dtype) -> dict[str, str]:
         dtype: the weight's dtype.
 
     Returns:
-        Keys ``cpu``, ``cores``, ``torch``, ``python``, ``threads``, ``dtype``.
+        Keys ``cpu``, ``cores``, ``torch``, ``python``, ``threads``, ``dtype`` and ``load``
+        (the 1-minute load average now: above 0 other processes share the cores, and the
+        timings are noisier).
     """
     return {
         "cpu": _cpu_model(),
@@ -568,7 +728,15 @@ def machine_info(threads: int, dtype: torch.dtype) -> dict[str, str]:
         "python": platform.python_version(),
         "threads": str(threads),
         "dtype": _dtype_name(dtype),
+        "load": _load_average(),
     }
+
+
+def _load_average() -> str:
+    try:
+        return f"{os.getloadavg()[0]:.2f}"
+    except (OSError, AttributeError):
+        return "unknown"
 
 
 def format_machine(info: dict[str, str]) -> str:
@@ -578,11 +746,13 @@ def format_machine(info: dict[str, str]) -> str:
         info: as returned by :func:`machine_info`.
 
     Returns:
-        E.g. ``"cpu: AMD EPYC (2 cores) | torch 2.4.0 | threads: 1 | dtype: float32"``.
+        E.g. ``"cpu: AMD EPYC (2 cores) | torch 2.4.0 | python 3.11.7 | threads: 1 |
+        dtype: float32 | load average: 0.10"``.
     """
     return (
         f"cpu: {info['cpu']} ({info['cores']} cores) | torch {info['torch']} | "
-        f"python {info['python']} | threads: {info['threads']} | dtype: {info['dtype']}"
+        f"python {info['python']} | threads: {info['threads']} | dtype: {info['dtype']} | "
+        f"load average: {info['load']}"
     )
 
 
@@ -591,7 +761,7 @@ def format_machine(info: dict[str, str]) -> str:
 # --------------------------------------------------------------------------------------------
 
 DEFAULT_VOCABS = (1024, 8192, 50257)
-QUICK = {"n": 256, "d": 64, "vocab": (128, 1024, 8192), "min_run_time": 0.05}
+QUICK = {"n": 256, "d": 64, "vocab": (128, 1024, 8192), "min_run_time": 0.06}
 
 
 def _vocab_list(values: Sequence[str] | None) -> list[int] | None:
@@ -630,7 +800,20 @@ def _parser() -> argparse.ArgumentParser:
         "--min-run-time",
         type=float,
         default=None,
-        help="seconds of measurement per case after warm-up (default 0.5; 0.05 with --quick)",
+        help="seconds of measurement per case, over all rounds (default 0.5; 0.06 with --quick)",
+    )
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="interleaved rounds per form and its raw calls (default 3)",
+    )
+    p.add_argument(
+        "--clock",
+        choices=sorted(CLOCKS),
+        default="wall",
+        help="wall: elapsed time (default); cpu: process CPU time, which ignores the time "
+        "spent waiting for a core on a loaded machine (use with --threads 1)",
     )
     p.add_argument(
         "--quick",
@@ -663,16 +846,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     dtype = DTYPES[args.dtype]
     threads: int = args.threads
-    if threads < 1 or num_ids < 1 or dim < 1 or any(v < 1 for v in vocabs):
-        print("bench: --threads, --n, --d and --vocab must be positive", file=sys.stderr)
+    rounds: int = args.rounds
+    clock: Clock = args.clock
+    if min(threads, rounds, num_ids, dim, *vocabs) < 1 or min_run_time <= 0:
+        print(
+            "bench: --threads, --rounds, --n, --d, --vocab and --min-run-time must be positive",
+            file=sys.stderr,
+        )
         return 2
     torch.set_num_threads(threads)
 
     info = machine_info(torch.get_num_threads(), dtype)
     print(format_machine(info))
     print(
-        f"N={num_ids} ids, D={dim}, V in {vocabs}, seed {args.seed}; median of "
-        f"torch.utils.benchmark.Timer.blocked_autorange(min_run_time={min_run_time})"
+        f"N={num_ids} ids, D={dim}, V in {vocabs}, seed {args.seed}; median ms of "
+        f"torch.utils.benchmark.Timer.blocked_autorange ({clock} clock), {rounds} interleaved "
+        f"rounds of min_run_time={min_run_time / rounds:.3g} s per implementation"
     )
     progress = None if args.quiet else (lambda s: print(f"  timing {s}", file=sys.stderr))
     measurements = run_benchmark(
@@ -683,6 +872,8 @@ def main(argv: list[str] | None = None) -> int:
         threads=threads,
         seed=args.seed,
         min_run_time=min_run_time,
+        rounds=rounds,
+        clock=clock,
         progress=progress,
     )
     print()
@@ -690,6 +881,8 @@ def main(argv: list[str] | None = None) -> int:
     print()
     targets = evaluate_targets(measurements)
     print(format_targets(targets))
+    load_after = _load_average()
+    print(f"load average after the run: {load_after}")
     if args.json:
         payload = {
             "machine": info,
@@ -701,7 +894,10 @@ def main(argv: list[str] | None = None) -> int:
                 "threads": threads,
                 "seed": args.seed,
                 "min_run_time": min_run_time,
+                "rounds": rounds,
+                "clock": clock,
             },
+            "load_after": load_after,
             "measurements": [asdict(m) for m in measurements],
             "targets": [asdict(t) for t in targets],
         }

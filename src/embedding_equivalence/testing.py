@@ -79,8 +79,9 @@ def _short(t: torch.Tensor) -> str:
     return f"tensor(shape={tuple(t.shape)}, dtype={dtype_source(t.dtype)})"
 
 
-def _call_str(fn: Callable[..., Any], input: torch.Tensor, weight: torch.Tensor,
-              kwargs: Mapping[str, Any]) -> str:
+def _call_str(
+    fn: Callable[..., Any], input: torch.Tensor, weight: torch.Tensor, kwargs: Mapping[str, Any]
+) -> str:
     parts = [f"input={_short(input)}", f"weight={_short(weight)}"]
     for key, value in kwargs.items():
         parts.append(f"{key}={float_source(value) if isinstance(value, float) else value!r}")
@@ -107,8 +108,13 @@ def _tensor_source(name: str, t: torch.Tensor) -> str:
     return line
 
 
-def _repro(fn: Callable[..., Any], input: torch.Tensor, weight: torch.Tensor,
-           kwargs: Mapping[str, Any], grad_output: torch.Tensor | None) -> str:
+def _repro(
+    fn: Callable[..., Any],
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    kwargs: Mapping[str, Any],
+    grad_output: torch.Tensor | None,
+) -> str:
     module = getattr(fn, "__module__", None)
     name = getattr(fn, "__name__", "candidate")
     lines = ["import torch"]
@@ -165,9 +171,11 @@ def compare_exact_or_bounded(
     else:
         ok = same | (diff <= bound)
         positive = bound > 0
-        worst = float((diff[positive & ~same] / bound[positive & ~same]).max()) if bool(
-            (positive & ~same).any()
-        ) else 0.0
+        worst = (
+            float((diff[positive & ~same] / bound[positive & ~same]).max())
+            if bool((positive & ~same).any())
+            else 0.0
+        )
         if not bool(ok.all()):
             worst = math.inf if not bool(ok[~positive].all()) else max(worst, 1.0 + 1e-16)
     if bool(ok.all()):
@@ -231,8 +239,9 @@ def _run_forward(
         table_bound = renorm_error_bound(original, max_norm)
         flat = input.reshape(-1).long().cpu()
         bound = table_bound[flat].reshape(expected.shape) if flat.numel() else None
-        msg, _ = compare_exact_or_bounded("weight (after max_norm)", weight, table,
-                                          _referenced_bound(table_bound, flat))
+        msg, _ = compare_exact_or_bounded(
+            "weight (after max_norm)", weight, table, _referenced_bound(table_bound, flat)
+        )
         if msg:
             raise EquivalenceError(f"{msg} [{call}]", repro)
         if flat.numel() == 0:

@@ -1,0 +1,166 @@
+"""Meta-tests: ``verify_embedding`` rejects every planted bug and accepts the package's forms.
+
+Each mutant of ``tests/mutants.py`` must fail verification with the *default* settings
+(100 examples, every dtype, every device present), with only the options that make its bug
+reachable, and the failure must be the symptom of that bug (the regex in :data:`SYMPTOMS`),
+not an unrelated one. The control tests run the package's own forms with every option and the
+same settings: they must pass, so the catalogue shows that the verifier discriminates.
+
+The seed is fixed so that the run is reproducible; Hypothesis still draws 100 varied examples.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable
+
+import pytest
+import torch.nn.functional as F
+from hypothesis.errors import InvalidArgument
+
+import embedding_equivalence as ee
+from embedding_equivalence import strategies as ees
+from mutants import MUTANTS, Mutant
+
+SEED = 0
+
+#: What the minimal failure must say for each mutant: the symptom of the planted bug.
+SYMPTOMS: dict[str, str] = {
+    "off_by_one_row": r"^out\[.*\], but the exact value is",
+    "last_column_dropped": r"returned shape \(.*\), expected \(\*input\.shape, D\)",
+    "output_cast_to_float32": r"returned dtype torch\.float32, expected the weight's dtype",
+    "table_read_in_float16": r"^out\[.*\], but the exact value is",
+    "ids_cast_to_weight_dtype": r"^out\[.*\], but the exact value is|raised IndexError",
+    "batch_flattened": r"returned shape \(.*\), expected \(\*input\.shape, D\)",
+    "scalar_id_promoted": r"input=tensor\(\d+\).*returned shape \(1, \d+\)",
+    "assumes_contiguous_table": r"^out\[.*\], but the exact value is",
+    "padding_row_zeroed_in_forward": r"^out\[.*\] = 0, but the exact value is .*padding_idx=",
+    "one_hot_requires_int64": r"dtype=torch\.int32.*raised RuntimeError: one_hot",
+    "ids_viewed_as_contiguous": r"raised RuntimeError: view size is not compatible",
+    "range_check_breaks_on_empty": r"input=tensor\(\[\].*raised RuntimeError",
+    "out_of_range_ids_clamped": r"returned a result, but the call is invalid \((id|negative id)",
+    "negative_ids_wrap_around": r"returned a result, but the call is invalid \(negative id",
+    "table_detached": r"does not require grad",
+    "duplicate_ids_overwrite_grad": r"^weight\.grad\[.*\], but the exact value is",
+    "grad_accumulated_in_float16": r"^weight\.grad\[.*\], but the exact value is",
+    "padding_idx_ignored_in_backward": r"^weight\.grad\[.*exact value is 0 .*padding_idx=",
+    "negative_padding_idx_ignored": r"^weight\.grad\[.*exact value is 0 .*padding_idx=-",
+    "freq_scale_divides_by_batch_size": r"^weight\.grad\[.*scale_grad_by_freq=True",
+    "freq_scale_divides_by_unique_count": r"^weight\.grad\[.*scale_grad_by_freq=True",
+    "sparse_flag_ignored": r"sparse=True must give a sparse COO gradient",
+    "max_norm_ignored": r"^weight \(after max_norm\)\[",
+    "max_norm_renorms_every_row": r"^weight \(after max_norm\)\[",
+    "max_norm_renorms_a_copy": r"^weight \(after max_norm\)\[",
+    "max_norm_ignores_norm_type": r"^weight \(after max_norm\)\[.*norm_type=",
+}
+
+#: Bugs the verifier does not find yet with the default settings: gaps of the verifier, each
+#: reported with its cause. ``strict`` where the miss is systematic, so that the fix shows up
+#: as an XPASS and the marker gets removed; not strict where it depends on the seed.
+KNOWN_GAPS: dict[str, pytest.MarkDecorator] = {
+    "negative_padding_idx_ignored": pytest.mark.xfail(
+        strict=True,
+        reason="embedding_cases draws padding_idx independently of the ids, so a negative "
+        "padding_idx almost never names a row that an id references (0 of 100 examples "
+        "for seeds 0-11)",
+    ),
+    "negative_ids_wrap_around": pytest.mark.xfail(
+        strict=False,
+        reason="the 'negative id' bad input is drawn in about 1 of 100 examples; seed 0 "
+        "never draws it (seeds 1, 2, 3, 6, 8, 9, 10 of 0-11 do)",
+    ),
+}
+
+
+def _mutant_params() -> list[object]:
+    return [
+        pytest.param(m, id=m.name, marks=[KNOWN_GAPS[m.name]] if m.name in KNOWN_GAPS else [])
+        for m in MUTANTS
+    ]
+
+
+# ------------------------------------------------------------------------------------------
+# The catalogue itself.
+# ------------------------------------------------------------------------------------------
+
+
+def test_catalogue_is_well_formed() -> None:
+    names = [m.name for m in MUTANTS]
+    assert len(names) >= 14
+    assert len(set(names)) == len(names), "mutant names must be unique"
+    assert set(SYMPTOMS) == set(names), "every mutant needs its expected symptom"
+    assert set(KNOWN_GAPS) <= set(names)
+    embedding_params = list(inspect.signature(F.embedding).parameters)
+    for m in MUTANTS:
+        assert m.fn.__name__ == m.name, m.name
+        assert list(inspect.signature(m.fn).parameters) == embedding_params, m.name
+        assert inspect.getdoc(m.fn), f"{m.name} must say which bug it plants"
+        assert set(m.options) <= set(ees.EMBEDDING_OPTIONS), m.name
+
+
+def test_mutant_is_frozen() -> None:
+    mutant = MUTANTS[0]
+    with pytest.raises(AttributeError):
+        mutant.name = "renamed"  # type: ignore[misc]
+
+
+# ------------------------------------------------------------------------------------------
+# Every mutant is caught, by the check that targets its bug.
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mutant", _mutant_params())
+def test_verifier_catches_mutant(mutant: Mutant) -> None:
+    report = ee.verify_embedding(
+        mutant.fn, options=mutant.options, backward=mutant.backward, seed=SEED
+    )
+    assert not report.passed, f"{mutant.name} was not caught:\n{report}"
+    assert report.seed == SEED
+    assert 1 <= report.examples <= 100
+    snippet = report.counterexample
+    assert isinstance(snippet, str)
+    assert "candidate(" in snippet
+    assert f"from mutants import {mutant.name} as candidate" in snippet
+    compile(snippet, f"<counterexample of {mutant.name}>", "exec")
+    assert report.failure is not None
+    assert re.search(SYMPTOMS[mutant.name], report.failure, re.DOTALL), (
+        f"{mutant.name} was caught for the wrong reason:\n{report.failure}"
+    )
+    with pytest.raises(ee.VerificationError, match="Minimal counterexample"):
+        report.raise_for_failure()
+
+
+# ------------------------------------------------------------------------------------------
+# Controls: the package's own forms pass with the same settings.
+# ------------------------------------------------------------------------------------------
+
+_ALL = ("padding_idx", "max_norm", "scale_grad_by_freq", "sparse")
+_NO_SPARSE = ("padding_idx", "max_norm", "scale_grad_by_freq")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("form", "options"),
+    [
+        pytest.param(ee.lookup_embedding, _ALL, id="lookup_embedding"),
+        pytest.param(ee.matmul_embedding, _NO_SPARSE, id="matmul_embedding"),
+        pytest.param(ee.linear_embedding, _NO_SPARSE, id="linear_embedding"),
+        pytest.param(ee.sparse_matmul_embedding, _NO_SPARSE, id="sparse_matmul_embedding"),
+    ],
+)
+def test_verifier_passes_package_forms(
+    form: Callable[..., object], options: tuple[str, ...]
+) -> None:
+    report = ee.verify_embedding(form, options=options, seed=SEED)
+    assert report.passed, str(report)
+    assert report.examples == 100
+    assert report.counterexample is None
+    assert report.failure is None
+    assert 0.0 <= report.worst_error <= 1.0
+    report.raise_for_failure()
+
+
+def test_unknown_option_is_refused() -> None:
+    with pytest.raises(InvalidArgument, match="unknown options"):
+        ee.verify_embedding(MUTANTS[0].fn, options=("padding",))

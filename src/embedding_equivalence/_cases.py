@@ -258,9 +258,21 @@ class EmbeddingCase:
             parts.append(f", {key}={text}")
         return "".join(parts)
 
-    def source(self, fn: str = "candidate", backward: bool = True) -> str:
-        """A runnable snippet that makes the tensors and calls ``fn`` on them."""
-        lines = ["import torch", "", self.ids.source("input"), self.weight.source("weight")]
+    def source(self, fn: str = "candidate", backward: bool = True, preamble: str = "") -> str:
+        """A runnable snippet that makes the tensors and calls ``fn`` on them.
+
+        Args:
+            fn: the name the snippet calls.
+            backward: also run the backward pass with :meth:`grad_output`.
+            preamble: lines placed after ``import torch`` (e.g. the import of ``fn``).
+
+        Returns:
+            Python source.
+        """
+        lines = ["import torch"]
+        if preamble:
+            lines.append(preamble.rstrip("\n"))
+        lines += ["", self.ids.source("input"), self.weight.source("weight")]
         lines.append(f"out = {fn}(input, weight{self.kwargs_source()})")
         if backward and self.invalid is None:
             lines.append(self.grad_output_source())

@@ -36,8 +36,12 @@ from ._cases import IDS_LAYOUTS, WEIGHT_LAYOUTS, EmbeddingCase, IdsRecipe, Weigh
 
 __all__ = [
     "EMBEDDING_OPTIONS",
-    "REAL_VOCAB_SIZES",
     "EmbeddingCase",
+    "IDS_LAYOUTS",
+    "IdsRecipe",
+    "REAL_VOCAB_SIZES",
+    "WEIGHT_LAYOUTS",
+    "WeightRecipe",
     "available_devices",
     "devices",
     "embedding_cases",
@@ -45,11 +49,12 @@ __all__ = [
     "embedding_weights",
     "float_dtypes",
     "index_dtypes",
+    "supported_float_dtypes",
     "token_ids",
     "vocab_sizes",
 ]
 
-T = TypeVar("T")
+_T = TypeVar("_T")
 
 #: Vocabulary sizes of real tokenizers, reached by :func:`vocab_sizes` when the bounds allow.
 REAL_VOCAB_SIZES: tuple[int, ...] = (32_000, 50_257, 65_537, 128_256, 262_144)
@@ -78,7 +83,7 @@ def _check_bounds(name: str, lo: int, hi: int, floor: int) -> None:
         raise InvalidArgument(f"max_{name}={hi} must be at least min_{name}={lo}")
 
 
-def _as_strategy(value: T | st.SearchStrategy[T], name: str) -> st.SearchStrategy[T]:
+def _as_strategy(value: _T | st.SearchStrategy[_T], name: str) -> st.SearchStrategy[_T]:
     if isinstance(value, st.SearchStrategy):
         return value
     return st.just(value)

@@ -28,7 +28,9 @@ from typing import Any
 
 import torch
 
-from ._cases import EmbeddingCase, dtype_source, float_source
+from ._cases import EmbeddingCase as _EmbeddingCase
+from ._cases import dtype_source as _dtype_source
+from ._cases import float_source as _float_source
 from ._oracle import (
     gamma,
     gradient_error_bound,
@@ -43,6 +45,7 @@ __all__ = [
     "assert_backward_equivalent",
     "assert_case_equivalent",
     "assert_forward_equivalent",
+    "compare_exact_or_bounded",
     "gamma",
     "gradient_error_bound",
     "reference_embedding",
@@ -76,7 +79,7 @@ def _name(fn: Callable[..., Any]) -> str:
 def _short(t: torch.Tensor) -> str:
     if t.numel() <= 8:
         return repr(t.detach().cpu()).replace("\n", " ")
-    return f"tensor(shape={tuple(t.shape)}, dtype={dtype_source(t.dtype)})"
+    return f"tensor(shape={tuple(t.shape)}, dtype={_dtype_source(t.dtype)})"
 
 
 def _call_str(
@@ -84,7 +87,7 @@ def _call_str(
 ) -> str:
     parts = [f"input={_short(input)}", f"weight={_short(weight)}"]
     for key, value in kwargs.items():
-        parts.append(f"{key}={float_source(value) if isinstance(value, float) else value!r}")
+        parts.append(f"{key}={_float_source(value) if isinstance(value, float) else value!r}")
     return f"{_name(fn)}({', '.join(parts)})"
 
 
@@ -95,10 +98,10 @@ def _tensor_source(name: str, t: torch.Tensor) -> str:
     values = t.cpu()
     if values.dtype.is_floating_point:
         flat = values.to(torch.float64).reshape(-1).tolist()
-        literal = "[" + ", ".join(float_source(x) for x in flat) + "]"
-        src = f"torch.tensor({literal}, dtype=torch.float64).to({dtype_source(t.dtype)})"
+        literal = "[" + ", ".join(_float_source(x) for x in flat) + "]"
+        src = f"torch.tensor({literal}, dtype=torch.float64).to({_dtype_source(t.dtype)})"
     else:
-        src = f"torch.tensor({values.reshape(-1).tolist()!r}, dtype={dtype_source(t.dtype)})"
+        src = f"torch.tensor({values.reshape(-1).tolist()!r}, dtype={_dtype_source(t.dtype)})"
     src += f".reshape({tuple(t.shape)!r})"
     if t.device.type != "cpu":
         src += f".to({str(t.device)!r})"
@@ -125,7 +128,7 @@ def _repro(
     lines.append(_tensor_source("input", input))
     lines.append(_tensor_source("weight", weight) + "\nweight.requires_grad_(True)")
     kw = "".join(
-        f", {k}={float_source(v) if isinstance(v, float) else repr(v)}" for k, v in kwargs.items()
+        f", {k}={_float_source(v) if isinstance(v, float) else repr(v)}" for k, v in kwargs.items()
     )
     lines.append(f"out = candidate(input, weight{kw})")
     if grad_output is not None:
@@ -135,7 +138,7 @@ def _repro(
 
 
 def _fmt(x: float) -> str:
-    return float_source(x) if not math.isfinite(x) else f"{x:.9g}"
+    return _float_source(x) if not math.isfinite(x) else f"{x:.9g}"
 
 
 def compare_exact_or_bounded(
@@ -385,7 +388,7 @@ def assert_backward_equivalent(
 
 
 def assert_case_equivalent(
-    fn: Callable[..., Any], case: EmbeddingCase, *, backward: bool = True
+    fn: Callable[..., Any], case: _EmbeddingCase, *, backward: bool = True
 ) -> float:
     """Check ``fn`` on a drawn :class:`~embedding_equivalence.strategies.EmbeddingCase`.
 
@@ -424,11 +427,11 @@ def assert_case_equivalent(
     return _check_backward(fn, input, weight, case.grad_output(), case.kwargs, repro)
 
 
-def _case_repro(fn: Callable[..., Any], case: EmbeddingCase, backward: bool) -> str:
+def _case_repro(fn: Callable[..., Any], case: _EmbeddingCase, backward: bool) -> str:
     module = getattr(fn, "__module__", None)
     name = getattr(fn, "__name__", "candidate")
     if module and module != "__main__" and name != "<lambda>":
-        header = f"from {module} import {name} as candidate\n"
+        header = f"from {module} import {name} as candidate"
     else:
-        header = "candidate = ...  # the function under test\n"
-    return header + case.source("candidate", backward=backward)
+        header = "candidate = ...  # the function under test"
+    return case.source("candidate", backward=backward, preamble=header)

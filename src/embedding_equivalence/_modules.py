@@ -45,7 +45,6 @@ class MatmulEmbedding(nn.Module):
             outside ``[-V, V)``.
     """
 
-
     num_embeddings: int
     embedding_dim: int
     padding_idx: int | None

@@ -7,6 +7,7 @@ with a message that names the value and shows the correct call.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections.abc import Sequence
@@ -114,9 +115,10 @@ def check_ids_in_range(input: torch.Tensor, num_embeddings: int, fn: str) -> Non
     """
     if input.numel() == 0 or input.device.type == "meta":
         return
-    bad = (input < 0) | (input >= num_embeddings)
-    if not bool(bad.any()):
+    lo, hi = torch.aminmax(input)  # one kernel (and one sync) on the fast path
+    if int(lo) >= 0 and int(hi) < num_embeddings:
         return
+    bad = (input < 0) | (input >= num_embeddings)
     first = bad.nonzero()[0].tolist() if input.dim() > 0 else []
     value = int(input[tuple(first)].item()) if first else int(input.item())
     where = f"input{_position_str(first)}" if first else "input (0-d)"
@@ -222,6 +224,18 @@ def check_embedding_args(
     return padding
 
 
+_BUDGET_ENV = "EMBEDDING_EQUIVALENCE_MAX_ONE_HOT_BYTES"
+
+
+@functools.lru_cache(maxsize=1)
+def _small_allocation_bytes() -> int:
+    """1/64 of the physical memory (read once): smaller one-hots need no memory check."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 64
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
 def available_memory_bytes(device: torch.device) -> int | None:
     """Memory that a new allocation on ``device`` can use, or ``None`` when unknown.
 
@@ -236,7 +250,7 @@ def available_memory_bytes(device: torch.device) -> int | None:
     Returns:
         A byte count, or ``None`` when nothing is known (e.g. the ``meta`` device).
     """
-    override = os.environ.get("EMBEDDING_EQUIVALENCE_MAX_ONE_HOT_BYTES")
+    override = os.environ.get(_BUDGET_ENV)
     if override:
         return int(override)
     if device.type == "cpu":
@@ -272,10 +286,12 @@ def check_one_hot_fits(
     Raises:
         OneHotTooLargeError: ``N * V * itemsize`` exceeds the memory available on ``device``.
     """
-    itemsize = torch.empty((), dtype=dtype, device="meta").element_size()
+    itemsize = dtype.itemsize
     needed = num_ids * num_embeddings * itemsize
     if needed == 0:
         return
+    if needed <= _small_allocation_bytes() and not os.environ.get(_BUDGET_ENV):
+        return  # far below the machine's memory: skip reading /proc/meminfo on every call
     available = available_memory_bytes(device)
     if available is None or needed <= available:
         return

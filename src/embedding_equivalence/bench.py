@@ -1,17 +1,14 @@
 """Benchmark: each embedding form beside the raw torch call it wraps, forward and forward+backward.
 
 Run it as ``python -m embedding_equivalence.bench`` (``--help`` lists the options). For every
-vocabulary size ``V`` it times
+vocabulary size ``V`` it times each form beside the raw torch call(s) it wraps:
 
-====================================  ===================================================
-form                                  raw torch call(s) it is compared with
-====================================  ===================================================
-``lookup_embedding``                  ``F.embedding(ids, W)``
-``matmul_embedding``                  ``zeros(N, V, dtype).scatter_(1, ids[:, None], 1) @ W``
-                                      and ``F.one_hot(ids, V).to(dtype) @ W``
-``linear_embedding``                  ``F.linear(scatter_one_hot, W.t())``
-``sparse_matmul_embedding``           ``torch.sparse.mm(sparse_coo_tensor(...), W)``
-====================================  ===================================================
+- ``lookup_embedding`` vs ``F.embedding(ids, W)``;
+- ``matmul_embedding`` vs ``zeros(N, V, dtype).scatter_(1, ids[:, None], 1) @ W`` and vs
+  ``F.one_hot(ids, V).to(dtype) @ W``;
+- ``linear_embedding`` vs ``F.linear(scatter_one_hot, W.t())``;
+- ``sparse_matmul_embedding`` vs ``torch.sparse.mm(coo_one_hot, W)``, the COO one-hot built
+  without the form's ``is_coalesced`` hint.
 
 Every raw call builds its one-hot inside the timed statement, as the form does, so the two
 columns measure the same work and the ratio is the cost of the form's wrapping (validation,
@@ -655,7 +652,9 @@ def evaluate_targets(measurements: Sequence[Measurement]) -> list[TargetResult]:
         for mode in MODES
     ]
     c: list[tuple[float | None, str]] = []
-    if len(vocabs) >= 2:
+    if len(vocabs) < 2:
+        c.append((None, "needs at least two vocabulary sizes (--vocab)"))
+    else:
         c.append(
             _ratio_detail(
                 f"fwd V={vocabs[-1]} / V={vocabs[0]}",

@@ -1,0 +1,420 @@
+"""The console script ``embedding-equivalence``: ``verify``, ``demo`` and ``bench``.
+
+Exit codes: 0 when everything passed, 1 when a verification failed (the runnable repro is
+printed), 2 on a usage error (one line on stderr, no traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, NoReturn, TextIO
+
+import torch
+
+__all__ = ["UsageError", "main"]
+
+_DTYPES = {
+    "float32": torch.float32,
+    "float64": torch.float64,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+}
+_EMBEDDING_OPTIONS = ("padding_idx", "max_norm", "scale_grad_by_freq", "sparse")
+_BAG_OPTIONS = (
+    "padding_idx",
+    "max_norm",
+    "scale_grad_by_freq",
+    "sparse",
+    "per_sample_weights",
+    "include_last_offset",
+)
+#: Examples per cell of the default ``verify`` table (implementation x options x device x dtype).
+DEFAULT_CLI_EXAMPLES = 25
+
+
+class UsageError(Exception):
+    """A bad command line: reported in one line with exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+@dataclass(frozen=True)
+class _Target:
+    name: str
+    fn: Callable[..., Any]
+    options: tuple[str, ...]
+    bag: bool
+
+
+def _package_targets(bag_only: bool) -> list[_Target]:
+    import embedding_equivalence as ee
+
+    rows: list[_Target] = []
+    if not bag_only:
+        rows += [
+            _Target("lookup_embedding", ee.lookup_embedding, _EMBEDDING_OPTIONS, False),
+            _Target("matmul_embedding", ee.matmul_embedding, _EMBEDDING_OPTIONS[:3], False),
+            _Target("linear_embedding", ee.linear_embedding, _EMBEDDING_OPTIONS[:3], False),
+            _Target(
+                "sparse_matmul_embedding", ee.sparse_matmul_embedding, _EMBEDDING_OPTIONS[:3], False
+            ),
+        ]
+    if hasattr(ee, "verify_embedding_bag"):
+        rows += [
+            _Target("lookup_embedding_bag", ee.lookup_embedding_bag, _BAG_OPTIONS, True),
+            _Target(
+                "matmul_embedding_bag",
+                ee.matmul_embedding_bag,
+                tuple(o for o in _BAG_OPTIONS if o != "sparse"),
+                True,
+            ),
+        ]
+    return rows
+
+
+def _load_candidate(spec: str) -> Callable[..., Any]:
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise UsageError(
+            f"--candidate {spec!r}: expected MODULE:FUNCTION, e.g. mypkg.kernels:embed"
+        )
+    sys.path.insert(0, os.getcwd())  # like `python -m`: modules in the working directory import
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise UsageError(f"--candidate {spec!r}: cannot import module {module_name!r} ({exc})")
+    finally:
+        sys.path.pop(0)
+    fn: Any = module
+    for part in attr.split("."):
+        if not hasattr(fn, part):
+            raise UsageError(f"--candidate {spec!r}: module {module_name!r} has no {attr!r}")
+        fn = getattr(fn, part)
+    if not callable(fn):
+        raise UsageError(f"--candidate {spec!r}: {attr!r} is not callable")
+    return fn
+
+
+def _csv(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def _positive_int(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} must be at least 1")
+    return n
+
+
+def _nonnegative_int(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{value!r} must be at least 0")
+    return n
+
+
+class _Progress:
+    """A one-line progress bar on stderr (redrawn in place on a terminal)."""
+
+    def __init__(self, total: int, stream: TextIO) -> None:
+        self.total = total
+        self.done = 0
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.start = time.perf_counter()
+
+    def update(self, label: str) -> None:
+        width = 24
+        filled = width * self.done // max(self.total, 1)
+        elapsed = time.perf_counter() - self.start
+        line = (
+            f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} "
+            f"{elapsed:5.1f}s  {label}"
+        )
+        if self.tty:
+            self.stream.write("\r" + line[:120].ljust(120))
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty:
+            self.stream.write("\r" + " " * 120 + "\r")
+            self.stream.flush()
+
+
+def _cell_text(result: dict[str, Any]) -> str:
+    if result["passed"]:
+        return f"pass {result['examples']} ({result['worst_error']:.2f})"
+    return f"FAIL {result['examples']}"
+
+
+def _table(rows: list[str], columns: list[str], cells: dict[tuple[str, str], str]) -> str:
+    widths = [max(len("implementation [options]"), *(len(r) for r in rows))]
+    widths += [max(len(c), *(len(cells.get((r, c), "-")) for r in rows)) for c in columns]
+    header = ["implementation [options]", *columns]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
+    lines.append("  ".join("-" * w for w in widths))
+    for r in rows:
+        values = [r, *(cells.get((r, c), "-") for c in columns)]
+        lines.append("  ".join(v.ljust(w) for v, w in zip(values, widths, strict=True)))
+    return "\n".join(lines)
+
+
+def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    import embedding_equivalence as ee
+    from embedding_equivalence import strategies as ees
+
+    try:
+        dtypes = [_DTYPES[d] for d in args.dtypes] if args.dtypes else None
+    except KeyError as exc:
+        raise UsageError(
+            f"--dtypes: unknown dtype {exc.args[0]!r}; choose from {', '.join(_DTYPES)}"
+        ) from None
+    devices = args.devices or ees.available_devices()
+    for d in devices:
+        try:
+            kind = torch.device(d).type
+        except RuntimeError:
+            raise UsageError(f"--devices: {d!r} is not a device name") from None
+        if kind not in ees.available_devices():
+            raise UsageError(
+                f"--devices: {d!r} is not available here (available: "
+                f"{', '.join(ees.available_devices())})"
+            )
+    if args.bag and not hasattr(ee, "verify_embedding_bag"):
+        raise UsageError("--bag: verify_embedding_bag is not available in this version")
+    allowed = _BAG_OPTIONS if args.bag else _EMBEDDING_OPTIONS
+    if args.options is not None:
+        unknown = [o for o in args.options if o not in allowed]
+        if unknown:
+            raise UsageError(
+                f"--options: unknown {', '.join(unknown)}; choose from {', '.join(allowed)}"
+            )
+
+    if args.candidate:
+        fn = _load_candidate(args.candidate)
+        targets = [_Target(args.candidate, fn, tuple(args.options or ()), args.bag)]
+        option_sets = {args.candidate: [tuple(args.options or ())]}
+    else:
+        targets = _package_targets(bag_only=args.bag)
+        option_sets = {
+            t.name: [()] + [tuple(o for o in (args.options or t.options) if o in t.options)]
+            for t in targets
+        }
+
+    columns: list[tuple[str, torch.dtype]] = []
+    for dev in devices:
+        supported = ees.supported_float_dtypes(dev)
+        for dt in dtypes or supported:
+            if dt in supported:
+                columns.append((dev, dt))
+    jobs = [
+        (t, opts, dev, dt)
+        for t in targets
+        for opts in dict.fromkeys(option_sets[t.name])
+        for dev, dt in columns
+    ]
+    progress = _Progress(len(jobs), err)
+    results: list[dict[str, Any]] = []
+    failures: list[ee.VerificationReport] = []
+    for target, opts, dev, dt in jobs:
+        label = f"{target.name} [{','.join(opts) or 'no options'}] {dev}-{_dtype_name(dt)}"
+        progress.update(label)
+        verify = ee.verify_embedding_bag if target.bag else ee.verify_embedding  # type: ignore[attr-defined]
+        report = verify(
+            target.fn,
+            options=opts,
+            dtypes=[dt],
+            devices=[dev],
+            max_examples=args.max_examples,
+            backward=not args.forward_only,
+            seed=args.seed,
+        )
+        progress.done += 1
+        results.append(
+            {
+                "implementation": target.name,
+                "options": list(opts),
+                "device": dev,
+                "dtype": _dtype_name(dt),
+                "passed": report.passed,
+                "examples": report.examples,
+                "worst_error": report.worst_error if math.isfinite(report.worst_error) else None,
+                "seed": report.seed,
+                "seconds": round(report.elapsed, 3),
+                "failure": report.failure,
+                "counterexample": report.counterexample,
+            }
+        )
+        if not report.passed:
+            failures.append(report)
+    progress.update("done")
+    progress.close()
+
+    if args.json:
+        payload = {
+            "schema": "embedding-equivalence/verify/1",
+            "torch": torch.__version__,
+            "max_examples": args.max_examples,
+            "passed": not failures,
+            "results": results,
+        }
+        text = json.dumps(payload, indent=2)
+        if args.json == "-":
+            out.write(text + "\n")
+        else:
+            with open(args.json, "w", encoding="utf-8") as f:
+                f.write(text + "\n")
+    if args.json != "-":
+        row_names = list(
+            dict.fromkeys(
+                f"{r['implementation']} [{','.join(r['options']) or '-'}]" for r in results
+            )
+        )
+        col_names = [f"{dev}-{_dtype_name(dt)}" for dev, dt in columns]
+        cells = {
+            (
+                f"{r['implementation']} [{','.join(r['options']) or '-'}]",
+                f"{r['device']}-{r['dtype']}",
+            ): (_cell_text(r))
+            for r in results
+        }
+        out.write(_table(row_names, col_names, cells) + "\n")
+        out.write(
+            "\ncells: pass/FAIL, examples run, worst gradient error as a fraction of the derived "
+            "bound\n"
+        )
+        for report in failures:
+            out.write(f"\n{report}\n")
+        total = sum(r["examples"] for r in results)
+        seconds = sum(r["seconds"] for r in results)
+        out.write(
+            f"\n{len(results) - len(failures)} passed, {len(failures)} failed "
+            f"({total} examples in {seconds:.1f} s)\n"
+        )
+    return 1 if failures else 0
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _demo(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    import embedding_equivalence as ee
+
+    torch.set_printoptions(precision=4, sci_mode=False)
+
+    def show(title: str, value: object) -> None:
+        out.write(f"\n{title}\n{value}\n")
+
+    idx = torch.tensor([2, 3, 1])
+    with torch.random.fork_rng():
+        torch.manual_seed(123)
+        embedding = torch.nn.Embedding(4, 5)
+    weight = embedding.weight
+    out.write("torch.manual_seed(123); embedding = torch.nn.Embedding(4, 5)\n")
+    show("embedding.weight  (V=4 rows, D=5 columns)", weight.detach())
+    show("ids", idx)
+    looked_up = ee.lookup_embedding(idx, weight)
+    show("lookup: embedding.weight[ids]  (rows 2, 3, 1)", looked_up.detach())
+    one_hot = torch.nn.functional.one_hot(idx, 4)
+    show("one_hot(ids, 4)", one_hot)
+    product = ee.matmul_embedding(idx, weight)
+    show("one_hot(ids, 4).float() @ embedding.weight", product.detach())
+    out.write(f"\nidentical bit for bit: {torch.equal(looked_up, product)}\n")
+    grad_output = torch.tensor([[1.0] * 5, [10.0] * 5, [100.0] * 5])
+    show("upstream gradient G  (one row per id)", grad_output)
+    product.backward(grad_output)
+    show(
+        "weight.grad = one_hot^T @ G: row 2 gets G[0], row 3 gets G[1], row 1 gets G[2], "
+        "row 0 nothing",
+        weight.grad,
+    )
+    return 0
+
+
+def _bench(args: argparse.Namespace, rest: Sequence[str]) -> int:
+    from . import bench
+
+    return bench.main(list(rest))
+
+
+def _build_parser() -> _Parser:
+    parser = _Parser(
+        prog="embedding-equivalence",
+        description="An embedding lookup and a one-hot matmul are the same function: "
+        "verify it, see it, measure it.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    v = sub.add_parser(
+        "verify",
+        help="verify the package's implementations, or your kernel, against the float64 oracle",
+    )
+    v.add_argument(
+        "--candidate",
+        metavar="MODULE:FUNCTION",
+        help="check this function (F.embedding's signature; F.embedding_bag's with --bag)",
+    )
+    v.add_argument("--bag", action="store_true", help="embedding-bag implementations")
+    v.add_argument("--options", type=_csv, help="comma-separated options to exercise")
+    v.add_argument("--dtypes", type=_csv, help="comma-separated: float32,float64,float16,bfloat16")
+    v.add_argument("--devices", type=_csv, help="comma-separated devices (default: all present)")
+    v.add_argument(
+        "--max-examples",
+        type=_positive_int,
+        default=DEFAULT_CLI_EXAMPLES,
+        help=f"examples per table cell (default {DEFAULT_CLI_EXAMPLES})",
+    )
+    v.add_argument("--seed", type=_nonnegative_int, help="fix Hypothesis's seed to replay a run")
+    v.add_argument("--forward-only", action="store_true", help="skip the gradient checks")
+    v.add_argument("--json", metavar="PATH", help="write the results as JSON (- for stdout)")
+    sub.add_parser("demo", help="the worked example: seed 123, a 4x5 table, ids [2, 3, 1]")
+    sub.add_parser(
+        "bench",
+        help="time and memory of lookup vs one-hot matmul (options: bench --help)",
+        add_help=False,
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the console script.
+
+    Args:
+        argv: arguments without the program name (default: ``sys.argv[1:]``).
+
+    Returns:
+        The exit status: 0 success, 1 a failed verification, 2 a usage error.
+    """
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    parser = _build_parser()
+    try:
+        if args_list[:1] == ["bench"]:
+            return _bench(argparse.Namespace(), args_list[1:])
+        args = parser.parse_args(args_list)
+        if args.command == "verify":
+            return _verify(args, sys.stdout, sys.stderr)
+        if args.command == "demo":
+            return _demo(args, sys.stdout, sys.stderr)
+    except UsageError as exc:
+        sys.stderr.write(f"embedding-equivalence: error: {exc}\n")
+        return 2
+    raise AssertionError("unreachable")  # pragma: no cover

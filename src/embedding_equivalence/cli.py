@@ -93,7 +93,9 @@ def _load_candidate(spec: str) -> Callable[..., Any]:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise UsageError(f"--candidate {spec!r}: cannot import module {module_name!r} ({exc})")
+        raise UsageError(
+            f"--candidate {spec!r}: cannot import module {module_name!r} ({exc})"
+        ) from None
     finally:
         sys.path.pop(0)
     fn: Any = module
@@ -216,7 +218,7 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     else:
         targets = _package_targets(bag_only=args.bag)
         option_sets = {
-            t.name: [()] + [tuple(o for o in (args.options or t.options) if o in t.options)]
+            t.name: [(), tuple(o for o in (args.options or t.options) if o in t.options)]
             for t in targets
         }
 

@@ -75,7 +75,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.fixture
 def embedding_max_examples(request: pytest.FixtureRequest) -> int:
     """The example budget given by ``--embedding-max-examples`` (default 100)."""
-    value = request.config.getoption("--embedding-max-examples")
+    value = int(request.config.getoption("--embedding-max-examples", default=100) or 0)
     if value < 1:
         raise pytest.UsageError(f"--embedding-max-examples={value} must be at least 1")
-    return int(value)
+    return value

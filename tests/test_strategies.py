@@ -30,7 +30,6 @@ from hypothesis.errors import InvalidArgument
 
 import embedding_equivalence as ee
 from embedding_equivalence import strategies as ees
-from embedding_equivalence._cases import IDS_LAYOUTS, WEIGHT_LAYOUTS, IdsRecipe, WeightRecipe
 
 CUDA = torch.cuda.is_available()
 MPS = hasattr(torch.backends, "mps") and torch.backends.mps.is_available()
@@ -231,7 +230,9 @@ def _token_ids_args(draw: st.DrawFn) -> dict[str, Any]:
         "min_side": min_side,
         "max_side": draw(st.integers(min_side, 6), label="max_side"),
         "layouts": tuple(
-            draw(st.lists(st.sampled_from(IDS_LAYOUTS), min_size=1, unique=True), label="layouts")
+            draw(
+                st.lists(st.sampled_from(ees.IDS_LAYOUTS), min_size=1, unique=True), label="layouts"
+            )
         ),
     }
 
@@ -265,7 +266,7 @@ def test_token_ids_with_a_fixed_shape(
         assert int(ids.max()) < vocab_size
 
 
-@pytest.mark.parametrize("layout", IDS_LAYOUTS)
+@pytest.mark.parametrize("layout", ees.IDS_LAYOUTS)
 @given(data=st.data())
 def test_token_ids_layout_strides(layout: str, data: st.DataObject) -> None:
     ids = data.draw(
@@ -319,7 +320,7 @@ def test_embedding_weights_respect_their_arguments(data: st.DataObject) -> None:
         assert not bool(_is_negative_zero(w).any())
 
 
-@pytest.mark.parametrize("layout", WEIGHT_LAYOUTS)
+@pytest.mark.parametrize("layout", ees.WEIGHT_LAYOUTS)
 @given(v=st.integers(1, 40), d=st.integers(1, 12), data=st.data())
 def test_embedding_weights_layout_strides(layout: str, v: int, d: int, data: st.DataObject) -> None:
     w = data.draw(ees.embedding_weights(v, d, layouts=(layout,)), label="weight")
@@ -496,7 +497,7 @@ def test_source_rebuilds_the_case(case: ees.EmbeddingCase) -> None:
 )
 def test_float16_underflow_gives_no_negative_zero() -> None:
     # embedding_weights(8192, 64, dtype=torch.float16) can draw weight seed 78.
-    weight = WeightRecipe(8192, 64, torch.float16, seed=78).build()
+    weight = ees.WeightRecipe(8192, 64, torch.float16, seed=78).build()
     assert not bool(_is_negative_zero(weight).any())
 
 
@@ -622,7 +623,7 @@ def _shows_weight_layout(weight: torch.Tensor, layout: str) -> bool:
     return weight.is_contiguous() == (layout == "contiguous")
 
 
-@pytest.mark.parametrize("layout", WEIGHT_LAYOUTS)
+@pytest.mark.parametrize("layout", ees.WEIGHT_LAYOUTS)
 def test_cases_reach_every_weight_layout(layout: str) -> None:
     # A layout that shows in the strides, not one that degenerates to contiguous.
     _reach(
@@ -631,7 +632,7 @@ def test_cases_reach_every_weight_layout(layout: str) -> None:
     )
 
 
-@pytest.mark.parametrize("layout", IDS_LAYOUTS)
+@pytest.mark.parametrize("layout", ees.IDS_LAYOUTS)
 def test_cases_reach_every_ids_layout(layout: str) -> None:
     # A layout that shows in the strides, not one that degenerates to contiguous.
     _reach(
@@ -718,13 +719,25 @@ def test_devices_reach_meta_on_request() -> None:
 # --------------------------------------------------------------------------------------------
 
 
+# Hypothesis's generation mixes in constants collected from every local module imported
+# (tests included), so which examples a derandomized find() meets can change with unrelated
+# edits. The expectations below hold for any such stream; where the strategy makes a
+# not-simplest case the shortlex-minimal one, the row is a non-strict xfail.
+
+# Both are minimal: a 0-d id takes the fewest values, an empty (0,) batch the fewest choices.
+_ONE_OR_NO_ID = {((0,), ()), ((), (0,))}
+
+
 def test_minimal_case_is_the_simplest() -> None:
     case = find(
         ees.embedding_cases(options=ees.EMBEDDING_OPTIONS), lambda _: True, settings=MINIMAL
     )
+    assert (case.ids.values, case.ids.shape) in _ONE_OR_NO_ID
     assert case == ees.EmbeddingCase(
-        ids=IdsRecipe(values=(0,), shape=(), dtype=torch.int64, device="cpu", layout="contiguous"),
-        weight=WeightRecipe(1, 1, torch.float32, "cpu", seed=0, specials=(), layout="contiguous"),
+        ids=ees.IdsRecipe(case.ids.values, case.ids.shape, torch.int64, "cpu", "contiguous"),
+        weight=ees.WeightRecipe(
+            1, 1, torch.float32, "cpu", seed=0, specials=(), layout="contiguous"
+        ),
         kwargs={},
         grad_seed=0,
         invalid=None,
@@ -756,18 +769,17 @@ def test_minimal_ids_and_weight() -> None:
     _assert_same_tensor(weight, expected.float())
 
 
+# Non-strict: whether find() meets the fewer-choices variant depends on the examples it
+# happens to generate. Make these strict (or drop them) once the strategy is fixed.
 _GAP_EXPANDED_SHRINKS = pytest.mark.xfail(
-    strict=True,
+    strict=False,
     reason="gap: the expanded ids layout draws one row instead of every id, so it takes fewer "
-    "choices than contiguous and shrinking prefers it: a minimal case has stride-0 ids",
+    "choices than contiguous and can win shrinking: a minimal case with stride-0 ids",
 )
-
-# Both are minimal: a 0-d id takes the fewest values, an empty (0,) batch the fewest choices.
-_ONE_OR_NO_ID = {((0,), ()), ((), (0,))}
 _GAP_SPARSE_SHRINKS = pytest.mark.xfail(
-    strict=True,
+    strict=False,
     reason="gap: the sparse flag is drawn only when scale_grad_by_freq is off, so "
-    "scale_grad_by_freq=True takes fewer choices and survives shrinking",
+    "scale_grad_by_freq=True takes fewer choices and can survive shrinking",
 )
 
 

@@ -1,0 +1,546 @@
+"""Move embedding tables between torch and Keras 3, copying, in the layout each side expects.
+
+Keras' ``Embedding(input_dim=V, output_dim=D)`` holds the same ``(V, D)`` table as torch's
+``nn.Embedding(num_embeddings=V, embedding_dim=D)``. The two dense layers store their weights
+the other way round from each other:
+
+| layer | weight | layout | the table ``W`` as that weight |
+| --- | --- | --- | --- |
+| ``keras.layers.Embedding(V, D)`` | ``embeddings`` | ``(V, D)`` | ``W`` |
+| ``keras.layers.Dense(D, use_bias=False)`` | ``kernel`` | ``(in, out)`` | ``W``, no transpose |
+| ``torch.nn.Embedding(V, D)`` | ``weight`` | ``(V, D)`` | ``W`` |
+| ``torch.nn.Linear(V, D, bias=False)`` | ``weight`` | ``(out, in)`` | ``W.T`` |
+
+so ``Dense(one_hot(ids, V))`` with ``kernel = W`` and ``Linear(one_hot(ids, V))`` with
+``weight = W.T`` both equal ``W[ids]``. The helpers here convert layers and weights between
+the four, and every one of them **copies**: on Keras' torch backend a variable's value is a
+``torch.nn.Parameter``, and ``keras.Variable(t)`` (or an initializer that returns ``t``) keeps
+``t``'s storage, so a table passed in by hand can stay shared with the torch module it came
+from, and a training step of one would move the other. The helpers build each Keras layer
+with a zeros initializer (no random draw, from Keras' or torch's generators) and then assign
+a copy.
+
+Keras is imported when a conversion is called, never when this module is imported; without
+it the functions raise `ImportError` naming the extra to install
+(``pip install 'embedding-equivalence[keras]'``). The functions that only change a layout
+(``table_to_dense_kernel`` and friends) need torch alone.
+
+**Where Keras and torch differ** (each found and pinned by ``tests/test_keras.py``):
+
+- A negative id ``-V <= i < 0`` is read from the end of the table by Keras' ``Embedding``
+  (``ops.take``'s "fill" convention: ``W[i + V]``), is an all-zero row in Keras' ``one_hot``
+  (so ``Dense`` returns zeros), and raises `IndexError` in torch. Below ``-V`` and at
+  ``V`` or above, Keras' torch backend raises too.
+- Keras' ``Embedding`` casts floating ids (and int8/int16/uint8 ids) to int32, truncating
+  ``2.7`` to ``2``; torch refuses them.
+- ``mask_zero=True`` is not ``padding_idx=0``: it only attaches a mask (``ids != 0``) for the
+  layers downstream. Row 0 is initialised like any other, is looked up as stored, and receives
+  its full gradient. ``embedding_to_keras`` therefore refuses an embedding with a
+  ``padding_idx`` rather than drop it silently.
+- Keras' layers default to the ``float32`` policy whatever the table's dtype; loading a float64
+  table into ``keras.layers.Embedding(V, D)`` rounds it. ``embedding_to_keras`` uses the
+  table's dtype unless told otherwise.
+- On every backend but TensorFlow, Keras' type promotion maps float64 to float32 (to match
+  JAX), so ``Dense(dtype="float64")`` returns **float32**: the float64 row rounded, and a
+  gradient summed in float32 (keras-team/keras#23704). ``Embedding(dtype="float64")``
+  stays float64.
+- Under ``mixed_float16`` both layers keep float32 variables and return float16, equal to
+  the float32 row rounded to float16; their gradients are float16-accurate: the Embedding looks
+  up (and accumulates the gradient) in a float16 copy of the table, the Dense accumulates in
+  float32 and rounds the result to float16.
+- Keras' ``Dense`` wants at least a batch dimension (``min_ndim=2``): the one-hot of a 0-d id
+  is refused, where ``Embedding`` (like torch) embeds a 0-d id.
+- Options of ``nn.Embedding`` with no Keras counterpart: ``padding_idx``, ``max_norm``,
+  ``scale_grad_by_freq``, ``sparse`` (Keras' torch backend gives dense gradients).
+"""
+
+from __future__ import annotations
+
+import typing
+from types import ModuleType
+from typing import Any
+
+import torch
+from torch import nn
+
+from ._modules import MatmulEmbedding as _MatmulEmbedding
+
+if typing.TYPE_CHECKING:  # pragma: no cover - annotations only; Keras is imported lazily
+    import keras
+
+__all__ = [
+    "dense_kernel_to_linear_weight",
+    "dense_kernel_to_table",
+    "dense_to_keras_embedding",
+    "dense_to_linear",
+    "embedding_to_keras",
+    "keras_embedding_to_dense",
+    "keras_embedding_to_torch",
+    "linear_to_dense",
+    "linear_weight_to_dense_kernel",
+    "table_to_dense_kernel",
+]
+
+_INSTALL = "pip install 'embedding-equivalence[keras]'"
+
+# --------------------------------------------------------------------------------------------
+# Keras, imported on first use
+
+
+def _keras(fn: str) -> ModuleType:
+    """Import Keras 3, or raise an ImportError that names the extra to install."""
+    try:
+        import keras
+    except ImportError as exc:
+        raise ImportError(
+            f"{fn} needs Keras 3, which could not be imported ({exc}); install it with "
+            f"{_INSTALL} (Keras then runs on the torch backend with KERAS_BACKEND=torch)"
+        ) from exc
+    version = getattr(keras, "__version__", "0")
+    if int(version.split(".")[0]) < 3:
+        raise ImportError(
+            f"{fn} needs Keras 3, found Keras {version} (tf.keras 2 is not supported); "
+            f"upgrade with {_INSTALL}"
+        )
+    return keras
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _to_torch(keras_: ModuleType, value: Any) -> torch.Tensor:
+    """A fresh, contiguous torch copy of a Keras variable or backend tensor."""
+    if keras_.backend.backend() == "torch":
+        tensor = value.value if isinstance(value, keras_.Variable) else value
+        return tensor.detach().clone(memory_format=torch.contiguous_format)
+    import numpy as np  # a dependency of Keras
+
+    if keras_.backend.standardize_dtype(value.dtype) == "bfloat16":
+        # numpy has no bfloat16: go through float32, which holds every bfloat16 exactly.
+        array = keras_.ops.convert_to_numpy(keras_.ops.cast(value, "float32"))
+        return torch.from_numpy(np.array(array, copy=True)).to(torch.bfloat16)
+    return torch.from_numpy(np.array(keras_.ops.convert_to_numpy(value), copy=True))
+
+
+def _to_keras(keras_: ModuleType, tensor: torch.Tensor) -> Any:
+    """A copy of ``tensor`` that ``Variable.assign`` accepts on the current backend."""
+    t = tensor.detach()
+    if keras_.backend.backend() == "torch":
+        return t.clone(memory_format=torch.contiguous_format)
+    if t.dtype == torch.bfloat16:
+        t = t.float()  # exact; assign casts back to the variable's bfloat16
+    return t.cpu().numpy().copy()
+
+
+def _check_keras_layer(layer: object, cls: type, fn: str) -> None:
+    if not isinstance(layer, cls):
+        raise TypeError(f"{fn}: expected keras.layers.{cls.__name__}, got {type(layer).__name__}")
+    if not getattr(layer, "built", False):
+        raise ValueError(
+            f"{fn}: the layer is not built, so it has no weights yet; build it first "
+            f"(layer.build(input_shape)) or call it once on an input"
+        )
+    mode = getattr(layer, "quantization_mode", None)
+    if mode is not None:
+        raise ValueError(
+            f"{fn}: the layer is quantized ({mode!r}); convert the float layer before quantizing it"
+        )
+
+
+def _check_linear_activation(keras_: ModuleType, dense: Any, fn: str, target: str) -> None:
+    if dense.activation is not keras_.activations.linear:
+        name = getattr(dense.activation, "__name__", repr(dense.activation))
+        raise ValueError(
+            f"{fn}: the Dense layer applies activation {name!r} after the product, which "
+            f"{target} cannot express; create it with activation=None"
+        )
+
+
+def _torch_device(keras_: ModuleType, table: torch.Tensor) -> torch.device:
+    # On the torch backend the copy stays where Keras keeps the variable; elsewhere the CPU.
+    return table.device if keras_.backend.backend() == "torch" else torch.device("cpu")
+
+
+# --------------------------------------------------------------------------------------------
+# Layouts (torch only)
+
+
+def _as_2d(weight: Any, fn: str, what: str) -> torch.Tensor:
+    t = torch.as_tensor(weight)
+    if t.dim() != 2:
+        raise ValueError(f"{fn}: {what} must be 2-D, got shape {tuple(t.shape)}")
+    return t.detach()
+
+
+def table_to_dense_kernel(weight: Any) -> torch.Tensor:
+    """The kernel of the Keras ``Dense`` that embeds one-hot input: a copy of the table itself.
+
+    Keras stores a ``Dense`` kernel as ``(in, out)``, so the ``(V, D)`` embedding table is
+    already the kernel of ``Dense(D, use_bias=False)`` on ``one_hot(ids, V)``: **no
+    transpose**, unlike torch's ``nn.Linear`` (see ``linear_weight_to_dense_kernel``).
+
+    Args:
+        weight: ``(V, D)`` table: a tensor, or anything ``torch.as_tensor`` accepts (a numpy
+            array from ``layer.get_weights()``).
+
+    Returns:
+        ``(V, D)`` contiguous copy, detached from any autograd graph.
+
+    Raises:
+        ValueError: ``weight`` is not 2-D.
+
+    Example:
+        >>> import torch
+        >>> from embedding_equivalence.keras_interop import table_to_dense_kernel
+        >>> table_to_dense_kernel(torch.arange(6.0).reshape(3, 2))
+        tensor([[0., 1.],
+                [2., 3.],
+                [4., 5.]])
+    """
+    t = _as_2d(weight, "table_to_dense_kernel", "the table")
+    return t.clone(memory_format=torch.contiguous_format)
+
+
+def dense_kernel_to_table(kernel: Any) -> torch.Tensor:
+    """The embedding table of a bias-free Keras ``Dense`` kernel: a copy, no transpose.
+
+    The inverse of ``table_to_dense_kernel``.
+
+    Args:
+        kernel: ``(in, out) = (V, D)`` kernel (tensor or array).
+
+    Returns:
+        ``(V, D)`` contiguous copy.
+
+    Raises:
+        ValueError: ``kernel`` is not 2-D.
+    """
+    t = _as_2d(kernel, "dense_kernel_to_table", "the kernel")
+    return t.clone(memory_format=torch.contiguous_format)
+
+
+def linear_weight_to_dense_kernel(linear_weight: Any) -> torch.Tensor:
+    """Keras ``Dense`` kernel ``(in, out)`` from a torch ``nn.Linear`` weight ``(out, in)``.
+
+    A contiguous copy of ``linear_weight.T``: ``x @ kernel == F.linear(x, linear_weight)``.
+
+    Args:
+        linear_weight: ``(out, in)`` weight of ``nn.Linear`` (tensor or array).
+
+    Returns:
+        ``(in, out)`` contiguous copy, detached.
+
+    Raises:
+        ValueError: the weight is not 2-D.
+
+    Example:
+        >>> import torch
+        >>> from embedding_equivalence.keras_interop import linear_weight_to_dense_kernel
+        >>> linear_weight_to_dense_kernel(torch.tensor([[1.0, 2.0, 3.0]])).shape
+        torch.Size([3, 1])
+    """
+    t = _as_2d(linear_weight, "linear_weight_to_dense_kernel", "the linear weight")
+    return t.t().clone(memory_format=torch.contiguous_format)
+
+
+def dense_kernel_to_linear_weight(kernel: Any) -> torch.Tensor:
+    """Torch ``nn.Linear`` weight ``(out, in)`` from a Keras ``Dense`` kernel ``(in, out)``.
+
+    A contiguous copy of ``kernel.T``; the inverse of ``linear_weight_to_dense_kernel``.
+
+    Args:
+        kernel: ``(in, out)`` kernel (tensor or array, e.g. ``dense.get_weights()[0]``).
+
+    Returns:
+        ``(out, in)`` contiguous copy, detached.
+
+    Raises:
+        ValueError: the kernel is not 2-D.
+    """
+    t = _as_2d(kernel, "dense_kernel_to_linear_weight", "the kernel")
+    return t.t().clone(memory_format=torch.contiguous_format)
+
+
+# --------------------------------------------------------------------------------------------
+# Layers
+
+
+def _table_of(embedding: Any, fn: str) -> tuple[torch.Tensor, bool | None]:
+    """The table of a torch embedding (or a bare table) and whether it is trainable."""
+    if isinstance(embedding, (nn.Embedding, _MatmulEmbedding)):
+        options = {
+            "padding_idx": embedding.padding_idx,
+            "max_norm": embedding.max_norm,
+            "scale_grad_by_freq": embedding.scale_grad_by_freq or None,
+        }
+        used = {k: v for k, v in options.items() if v is not None}
+        if used:
+            listed = ", ".join(f"{k}={v!r}" for k, v in used.items())
+            raise ValueError(
+                f"{fn}: keras.layers.Embedding has no counterpart of {listed} (mask_zero=True "
+                f"is not padding_idx=0: it masks downstream layers but neither zeroes row 0 "
+                f"nor its gradient); to move the table alone, pass {fn}(embedding.weight)"
+            )
+        weight = embedding.weight
+        return weight.detach(), weight.requires_grad
+    if isinstance(embedding, torch.Tensor):
+        if embedding.dim() != 2:
+            raise ValueError(f"{fn}: the table must be 2-D (V, D), got {tuple(embedding.shape)}")
+        if not embedding.dtype.is_floating_point:
+            raise TypeError(f"{fn}: the table must be floating point, got {embedding.dtype}")
+        return embedding.detach(), None
+    raise TypeError(
+        f"{fn}: expected nn.Embedding, MatmulEmbedding or a (V, D) tensor, got "
+        f"{type(embedding).__name__}"
+    )
+
+
+def embedding_to_keras(
+    embedding: nn.Embedding | _MatmulEmbedding | torch.Tensor,
+    *,
+    mask_zero: bool = False,
+    dtype: Any = None,
+    name: str | None = None,
+) -> keras.layers.Embedding:
+    """A built ``keras.layers.Embedding(input_dim=V, output_dim=D)`` holding a copy of the table.
+
+    Keras names ``V`` and ``D`` ``input_dim`` and ``output_dim`` (torch: ``num_embeddings`` and
+    ``embedding_dim``). The layer computes ``W[ids]`` with the same values and gradients as
+    the torch module; see the module documentation for where the two differ (negative ids,
+    float ids, ``mask_zero``, dtype policies).
+
+    Args:
+        embedding: ``nn.Embedding``, ``MatmulEmbedding``, or a
+            ``(V, D)`` floating table. A module with ``padding_idx``, ``max_norm`` or
+            ``scale_grad_by_freq`` is refused (Keras cannot express them); pass its
+            ``.weight`` to move the table alone. ``sparse`` is dropped: Keras' gradients are
+            dense, with the same values.
+        mask_zero: passed to Keras: id 0 then produces a mask for the downstream layers. It
+            does not act like ``padding_idx=0`` (row 0 keeps its values and its gradient).
+        dtype: Keras dtype or dtype policy (``"float32"``, ``"mixed_float16"``, ...); default
+            the table's dtype, so that no value is rounded. Another dtype casts the table to
+            the policy's variable dtype.
+        name: the layer's name (default: Keras chooses one).
+
+    Returns:
+        A built Keras ``Embedding`` whose ``embeddings`` variable is a copy of the table (on
+        Keras' device). It is trainable unless the module's weight does not require grad.
+
+    Raises:
+        ImportError: Keras 3 is not installed.
+        TypeError: ``embedding`` is not one of the accepted types, or the table is not
+            floating point.
+        ValueError: the table is not 2-D, or the module uses an option Keras cannot express.
+
+    Example:
+        ```python
+        import os
+
+        os.environ.setdefault("KERAS_BACKEND", "torch")
+        import torch
+        from embedding_equivalence.keras_interop import embedding_to_keras
+
+        table = torch.randn(10, 4, generator=torch.Generator().manual_seed(0))
+        layer = embedding_to_keras(table)
+        ids = torch.tensor([2, 3, 1])
+        assert torch.equal(layer(ids), table[ids])
+        ```
+    """
+    fn = "embedding_to_keras"
+    table, trainable = _table_of(embedding, fn)
+    keras_ = _keras(fn)
+    rows, cols = table.shape
+    layer = keras_.layers.Embedding(
+        rows,
+        cols,
+        # zeros: no draw from any random generator; the table is assigned right after.
+        embeddings_initializer="zeros",
+        mask_zero=mask_zero,
+        dtype=dtype if dtype is not None else _dtype_name(table.dtype),
+        name=name,
+    )
+    layer.build()
+    layer.embeddings.assign(_to_keras(keras_, table))
+    if trainable is not None:
+        layer.trainable = trainable
+    return layer
+
+
+def keras_embedding_to_torch(layer: keras.layers.Embedding) -> nn.Embedding:
+    """``nn.Embedding(num_embeddings=input_dim, embedding_dim=output_dim)`` with a copy.
+
+    The inverse of ``embedding_to_keras``. The module has the variable's dtype (float32
+    under ``mixed_float16``, whose float16 compute dtype torch does not apply by itself) and,
+    on Keras' torch backend, the variable's device (else the CPU). ``mask_zero`` does not
+    become ``padding_idx``: the returned module computes the layer's outputs and gradients.
+    A layer with LoRA enabled gives its effective table (base plus the low-rank update).
+
+    Args:
+        layer: a built ``keras.layers.Embedding``.
+
+    Returns:
+        ``nn.Embedding`` whose weight is a copy of the table, requiring grad if the layer is
+        trainable.
+
+    Raises:
+        ImportError: Keras 3 is not installed.
+        TypeError: ``layer`` is not a ``keras.layers.Embedding``.
+        ValueError: the layer is not built, or it is quantized.
+    """
+    fn = "keras_embedding_to_torch"
+    keras_ = _keras(fn)
+    _check_keras_layer(layer, keras_.layers.Embedding, fn)
+    table = _to_torch(keras_, layer.embeddings)
+    rows, cols = table.shape
+    module = nn.Embedding(rows, cols, device="meta", dtype=table.dtype).to_empty(
+        device=_torch_device(keras_, table)
+    )  # no initial draw: the global RNG is left untouched
+    with torch.no_grad():
+        module.weight.copy_(table)
+    module.weight.requires_grad_(bool(layer.trainable))
+    return module
+
+
+def keras_embedding_to_dense(layer: keras.layers.Embedding) -> keras.layers.Dense:
+    """A Keras ``Dense(output_dim, use_bias=False)`` with a copy of the table as its kernel.
+
+    ``dense(keras.ops.one_hot(ids, input_dim))`` then equals ``layer(ids)``: the Keras form of
+    ``embedding_to_linear``, with no transpose because Keras' kernel
+    is ``(in, out)``. The Dense layer gets the embedding's dtype policy; note that on every
+    backend but TensorFlow a float64 ``Dense`` returns float32 (see the module documentation).
+    ``mask_zero`` does not carry over.
+
+    Args:
+        layer: a built ``keras.layers.Embedding``.
+
+    Returns:
+        A built ``keras.layers.Dense`` with input dimension ``input_dim``.
+
+    Raises:
+        ImportError: Keras 3 is not installed.
+        TypeError: ``layer`` is not a ``keras.layers.Embedding``.
+        ValueError: the layer is not built, or it is quantized.
+    """
+    fn = "keras_embedding_to_dense"
+    keras_ = _keras(fn)
+    _check_keras_layer(layer, keras_.layers.Embedding, fn)
+    table = _to_torch(keras_, layer.embeddings)
+    dense = keras_.layers.Dense(
+        layer.output_dim,
+        use_bias=False,
+        kernel_initializer="zeros",  # no random draw; the kernel is assigned right after
+        dtype=layer.dtype_policy,
+    )
+    dense.build((None, layer.input_dim))
+    dense.kernel.assign(_to_keras(keras_, table))
+    dense.trainable = layer.trainable
+    return dense
+
+
+def dense_to_keras_embedding(dense: keras.layers.Dense) -> keras.layers.Embedding:
+    """A Keras ``Embedding(input_dim=in, output_dim=units)`` whose table copies the kernel.
+
+    The inverse of ``keras_embedding_to_dense``.
+
+    Args:
+        dense: a built, bias-free ``keras.layers.Dense`` without activation.
+
+    Returns:
+        A built ``keras.layers.Embedding`` with the Dense layer's dtype policy.
+
+    Raises:
+        ImportError: Keras 3 is not installed.
+        TypeError: ``dense`` is not a ``keras.layers.Dense``.
+        ValueError: the layer is not built or quantized, has a bias (a lookup cannot add a
+            constant vector) or an activation.
+    """
+    fn = "dense_to_keras_embedding"
+    keras_ = _keras(fn)
+    _check_keras_layer(dense, keras_.layers.Dense, fn)
+    if dense.use_bias:
+        raise ValueError(
+            f"{fn}: the Dense layer has a bias, so on one-hot input it is an embedding plus a "
+            f"constant vector; create it with use_bias=False"
+        )
+    _check_linear_activation(keras_, dense, fn, "an Embedding")
+    kernel = _to_torch(keras_, dense.kernel)
+    rows, cols = kernel.shape
+    layer = keras_.layers.Embedding(
+        rows, cols, embeddings_initializer="zeros", dtype=dense.dtype_policy
+    )
+    layer.build()
+    layer.embeddings.assign(_to_keras(keras_, kernel))
+    layer.trainable = dense.trainable
+    return layer
+
+
+def linear_to_dense(linear: nn.Linear) -> keras.layers.Dense:
+    """A built Keras ``Dense(out_features)`` with ``kernel = weight.T`` (and the bias), copied.
+
+    Args:
+        linear: ``nn.Linear``, with or without bias.
+
+    Returns:
+        ``keras.layers.Dense(out_features, use_bias=linear.bias is not None)`` built for input
+        dimension ``in_features``, in the weight's dtype, trainable if the weight requires
+        grad.
+
+    Raises:
+        ImportError: Keras 3 is not installed.
+        TypeError: ``linear`` is not an ``nn.Linear``.
+    """
+    fn = "linear_to_dense"
+    if not isinstance(linear, nn.Linear):
+        raise TypeError(f"{fn}: expected nn.Linear, got {type(linear).__name__}")
+    keras_ = _keras(fn)
+    weight = linear.weight
+    dense = keras_.layers.Dense(
+        linear.out_features,
+        use_bias=linear.bias is not None,
+        kernel_initializer="zeros",  # no random draw; the weights are assigned right after
+        bias_initializer="zeros",
+        dtype=_dtype_name(weight.dtype),
+    )
+    dense.build((None, linear.in_features))
+    dense.kernel.assign(_to_keras(keras_, linear_weight_to_dense_kernel(weight)))
+    if linear.bias is not None:
+        dense.bias.assign(_to_keras(keras_, linear.bias))
+    dense.trainable = weight.requires_grad
+    return dense
+
+
+def dense_to_linear(dense: keras.layers.Dense) -> nn.Linear:
+    """``nn.Linear(in, units)`` with ``weight = kernel.T`` (and the bias), copied.
+
+    The inverse of ``linear_to_dense``. The module has the kernel variable's dtype and, on
+    Keras' torch backend, its device (else the CPU).
+
+    Args:
+        dense: a built ``keras.layers.Dense`` without activation.
+
+    Returns:
+        ``nn.Linear`` with ``bias`` if the Dense layer has one, requiring grad if the layer is
+        trainable.
+
+    Raises:
+        ImportError: Keras 3 is not installed.
+        TypeError: ``dense`` is not a ``keras.layers.Dense``.
+        ValueError: the layer is not built, is quantized, or has an activation.
+    """
+    fn = "dense_to_linear"
+    keras_ = _keras(fn)
+    _check_keras_layer(dense, keras_.layers.Dense, fn)
+    _check_linear_activation(keras_, dense, fn, "nn.Linear")
+    kernel = _to_torch(keras_, dense.kernel)
+    bias = _to_torch(keras_, dense.bias) if dense.use_bias else None
+    in_features, out_features = kernel.shape
+    linear = nn.Linear(
+        in_features, out_features, bias=bias is not None, device="meta", dtype=kernel.dtype
+    ).to_empty(device=_torch_device(keras_, kernel))  # no initial draw
+    with torch.no_grad():
+        linear.weight.copy_(kernel.t())
+        if bias is not None and linear.bias is not None:
+            linear.bias.copy_(bias)
+    linear.requires_grad_(bool(dense.trainable))
+    return linear

@@ -1,0 +1,357 @@
+"""The ``bench`` subcommand: the model's formulas, the outputs of a tiny run, skips, bad input.
+
+No timing is asserted anywhere: the numbers depend on the machine and its load.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import importlib.util
+import io
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from embedding_equivalence import bench, cli
+
+S = 4  # float32
+B = 1e10  # copy bandwidth, bytes/s
+Z = 5e9  # zero-fill bandwidth, bytes/s
+F_FWD = 1e11  # GEMM FLOP/s
+F_BWD = 5e10
+
+HAS_PROC = Path("/proc/self/status").exists()
+
+
+def flat_calibration(**overhead: float) -> bench.Calibration:
+    """Constant bandwidths and throughputs: one point each, so the model is plain arithmetic."""
+    return bench.Calibration(
+        copy=[(1 << 20, B)],
+        zero_fill=[(1 << 20, Z)],
+        gemm={(64, 4096, 16, "fwd"): F_FWD, (64, 4096, 16, "bwd"): F_BWD},
+        overhead={(k.replace("__", "+"), "fwd"): v for k, v in overhead.items()},
+    )
+
+
+# --- the model ------------------------------------------------------------------------------
+
+N, V, D = 100, 1000, 10
+
+
+@pytest.mark.parametrize(
+    ("model", "mode", "expected"),
+    [
+        ("lookup", "fwd", 2 * N * D * S / B),
+        ("lookup", "fwd+bwd", 2 * N * D * S / B + V * D * S / Z + 3 * N * D * S / B),
+        ("lookup_sparse_grad", "fwd+bwd", 2 * N * D * S / B),
+        ("sparse_mm", "fwd", 2 * N * D * S / B),
+        ("sparse_mm", "fwd+bwd", 2 * N * D * S / B + V * D * S / Z + 3 * N * D * S / B),
+        ("one_hot", "fwd", N * V * S / Z + 2 * N * V * D / F_FWD),
+        ("one_hot", "fwd+bwd", N * V * S / Z + 2 * N * V * D / F_FWD + 2 * N * V * D / F_BWD),
+        ("linear", "fwd+bwd", N * V * S / Z + 2 * N * V * D / F_FWD + 2 * N * V * D / F_BWD),
+    ],
+    ids=lambda x: x if isinstance(x, str) else "",
+)
+def test_model_time_is_the_formula(model: str, mode: Any, expected: float) -> None:
+    t = bench.model_time(model, mode, N, V, D, S, flat_calibration())
+    assert math.isclose(t.seconds, expected, rel_tol=1e-12)
+    assert t.roofline == t.seconds
+    assert t.overhead == 0
+    assert math.isclose(sum(s for _, s in t.terms), expected, rel_tol=1e-12)
+
+
+def test_the_issue_numbers_lookup_and_one_hot() -> None:
+    # lookup: 2*N*D*bytes at the copy bandwidth; one-hot: 2*N*V*D FLOPs at the GEMM throughput.
+    cal = flat_calibration()
+    lookup = bench.model_time("lookup", "fwd", 2048, 50257, 768, 4, cal)
+    assert math.isclose(lookup.seconds, 2 * 2048 * 768 * 4 / 1e10)  # 1.26 ms
+    one_hot = bench.model_time("one_hot", "fwd", 2048, 50257, 768, 4, cal)
+    gemm = 2 * 2048 * 50257 * 768 / 1e11
+    build = 2048 * 50257 * 4 / 5e9
+    assert math.isclose(one_hot.seconds, gemm + build)
+    assert "GEMM" in one_hot.describe()
+    assert "build one-hot" in one_hot.describe()
+
+
+def test_call_overhead_is_a_separate_term() -> None:
+    cal = flat_calibration(lookup=2e-5)
+    t = bench.model_time("lookup", "fwd", N, V, D, S, cal)
+    assert t.overhead == 2e-5
+    assert math.isclose(t.roofline, 2 * N * D * S / B)
+    assert math.isclose(t.seconds, 2e-5 + 2 * N * D * S / B)
+    assert t.terms[0] == ("call overhead", 2e-5)
+
+
+def test_bandwidth_interpolates_log_log_and_clamps() -> None:
+    cal = bench.Calibration(copy=[(1000, 1e9), (4000, 4e9)], zero_fill=[(10, 3.0)])
+    assert math.isclose(cal.copy_bandwidth(2000), 2e9)  # y = 1e6 * x between the points
+    assert cal.copy_bandwidth(10) == 1e9
+    assert cal.copy_bandwidth(1e9) == 4e9
+    assert cal.zero_fill_bandwidth(12345) == 3.0
+
+
+def test_gemm_throughput_falls_back_to_the_nearest_shape() -> None:
+    cal = bench.Calibration(
+        copy=[(1, 1.0)],
+        zero_fill=[(1, 1.0)],
+        gemm={(64, 4096, 16, "fwd"): 1.0, (1024, 4096, 256, "fwd"): 2.0},
+    )
+    assert cal.gemm_flops(64, 4096, 16, "fwd") == 1.0
+    assert cal.gemm_flops(900, 8192, 300, "fwd") == 2.0
+    with pytest.raises(ValueError, match="no GEMM throughput"):
+        cal.gemm_flops(64, 4096, 16, "bwd")
+
+
+@pytest.mark.parametrize(
+    ("n", "v", "expected"),
+    [(1024, 262144, 16384), (1024, 1024, 1024), (4096, 50257, 4096), (256, 50257, 50257)],
+)
+def test_gemm_k(n: int, v: int, expected: int) -> None:
+    assert bench.gemm_k(n, v, 4) == expected
+
+
+@pytest.mark.parametrize(
+    ("model", "mode", "expected"),
+    [
+        ("lookup", "fwd", N * D * S),
+        ("lookup", "fwd+bwd", N * D * S + V * D * S),
+        ("lookup_sparse_grad", "fwd+bwd", N * D * S),
+        ("one_hot", "fwd", N * D * S + N * V * S),
+        ("linear", "fwd+bwd", N * D * S + N * V * S + V * D * S),
+        ("sparse_mm", "fwd", N * D * S + N * (16 + S)),
+        ("sparse_mm", "fwd+bwd", N * D * S + N * (16 + S) + V * D * S),
+    ],
+    ids=lambda x: x if isinstance(x, str) else "",
+)
+def test_analytic_memory(model: str, mode: Any, expected: int) -> None:
+    assert bench.analytic_memory_bytes(model, mode, N, V, D, S) == expected
+
+
+def test_unknown_model_or_mode_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown model 'gather'"):
+        bench.model_time("gather", "fwd", N, V, D, S, flat_calibration())
+    with pytest.raises(ValueError, match="unknown mode 'bwd'"):
+        bench.model_time("lookup", "bwd", N, V, D, S, flat_calibration())  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="unknown model"):
+        bench.analytic_memory_bytes("gather", "fwd", N, V, D, S)
+
+
+def test_sweep_points_merge_the_three_sweeps() -> None:
+    points = bench.sweep_points(8, 4, [16, 64], [4, 8], [8, 32], 64)
+    assert points == [
+        (8, 16, 4, "V"),
+        (8, 64, 4, "V,D,N"),
+        (8, 64, 8, "D"),
+        (32, 64, 4, "N"),
+    ]
+
+
+# --- a tiny run -----------------------------------------------------------------------------
+
+TINY = ["--n", "64", "--d", "8", "--vocab", "16,16384", "--dims", "8", "--ns", "8"]
+TINY += ["--base-vocab", "16384", "--min-run-time", "0.003", "--quiet"]
+
+
+HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
+PLOTS = [] if HAS_MATPLOTLIB else ["--no-plots"]
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, Path, str]:
+    out = tmp_path_factory.mktemp("bench")
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = bench.main([*TINY, *PLOTS, "--out", str(out)])
+    return code, out, printed.getvalue()
+
+
+def test_tiny_run_writes_json_with_the_machine(tiny_run: tuple[int, Path, str]) -> None:
+    code, out, _ = tiny_run
+    assert code == 0
+    data = json.loads((out / "bench.json").read_text(encoding="utf-8"))
+    assert data["schema"] == "embedding-equivalence/bench/1"
+    assert set(data) == {
+        "schema",
+        "machine",
+        "config",
+        "calibration",
+        "model",
+        "headline",
+        "results",
+        "notes",
+    }
+    machine = data["machine"]
+    for key in ("cpu", "cores", "threads", "torch", "device", "device_name", "dtype", "date"):
+        assert machine[key], key
+    assert machine["torch"] == torch.__version__
+    assert machine["threads"] == "1"
+    assert machine["device"] == "cpu"
+    assert data["config"]["vocabs"] == [16, 16384]
+    assert data["calibration"]["copy"]
+    assert data["calibration"]["gemm"]
+    assert data["model"]["formulas"] == bench.MODEL_FORMULAS
+    # 3 points (V=16; V=16384 also the D sweep; N=8), 9 cases each
+    assert len(data["results"]) == 27
+    assert data["notes"] == []
+    for r in data["results"]:
+        assert set(r) == set(bench.CSV_COLUMNS)
+        assert r["status"] == "ok"
+        assert r["median_ms"] > 0
+        assert r["model_ms"] > 0
+        assert math.isclose(r["ratio"], r["median_ms"] / r["model_ms"])
+
+
+def test_tiny_run_headline_is_the_v_sweep(tiny_run: tuple[int, Path, str]) -> None:
+    _, out, _ = tiny_run
+    data = json.loads((out / "bench.json").read_text(encoding="utf-8"))
+    headline = data["headline"]
+    assert [(h["mode"], h["V"]) for h in headline] == [
+        ("fwd", 16),
+        ("fwd", 16384),
+        ("fwd+bwd", 16),
+        ("fwd+bwd", 16384),
+    ]
+    for h in headline:
+        assert tuple(h) == bench.HEADLINE_COLUMNS
+        assert h["one-hot status"] == "ok"
+        assert math.isclose(h["one-hot/lookup measured"], h["one-hot ms"] / h["lookup ms"])
+
+
+def test_report_round_trips_through_json(tiny_run: tuple[int, Path, str], tmp_path: Path) -> None:
+    _, out, _ = tiny_run
+    data = json.loads((out / "bench.json").read_text(encoding="utf-8"))
+    report = bench.SweepReport.from_json(data)
+    again = report.to_json()
+    assert again["results"] == data["results"]
+    assert again["calibration"] == data["calibration"]
+    assert again["headline"] == data["headline"]
+    bench.write_outputs(report, tmp_path, plots=False)
+    assert json.loads((tmp_path / "bench.json").read_text(encoding="utf-8")) == data
+
+
+def test_tiny_run_writes_csv(tiny_run: tuple[int, Path, str]) -> None:
+    _, out, _ = tiny_run
+    with (out / "bench.csv").open(encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert rows
+    assert tuple(rows[0]) == bench.CSV_COLUMNS
+    assert len(rows) == 27
+    forms = {r["form"] for r in rows}
+    assert forms == {f.label for f in bench.SWEEP_FORMS}
+    assert {r["grad"] for r in rows} == {"-", "dense", "sparse"}
+
+
+@pytest.mark.skipif(not HAS_MATPLOTLIB, reason="matplotlib is not installed")
+@pytest.mark.parametrize("name", ["time_vs_vocab.svg", "memory_vs_vocab.svg", "ratio_vs_model.svg"])
+def test_tiny_run_draws_the_plots(tiny_run: tuple[int, Path, str], name: str) -> None:
+    _, out, _ = tiny_run
+    text = (out / name).read_text(encoding="utf-8")
+    assert text.startswith("<?xml")
+    assert "<svg" in text
+    assert "</svg>" in text
+
+
+@pytest.mark.skipif(not HAS_PROC, reason="peak RSS is read from /proc (Linux)")
+def test_tiny_run_measures_the_one_hot_memory(tiny_run: tuple[int, Path, str]) -> None:
+    _, out, _ = tiny_run
+    results = json.loads((out / "bench.json").read_text(encoding="utf-8"))["results"]
+    by = {(r["form"], r["mode"], r["num_ids"], r["vocab"], r["dim"]): r for r in results}
+    one_hot = by[("one-hot matmul", "fwd", 64, 16384, 8)]
+    lookup = by[("lookup", "fwd", 64, 16384, 8)]
+    assert one_hot["analytic_bytes"] == 64 * 16384 * 4 + 64 * 8 * 4
+    # The 4 MiB one-hot shows in the peak RSS; the lookup's 2 KiB output does not register.
+    assert one_hot["peak_bytes"] >= 0.9 * 64 * 16384 * 4
+    assert lookup["peak_bytes"] < 1 << 20
+    assert "fresh process" in one_hot["memory_method"]
+
+
+def test_tiny_run_prints_the_tables(tiny_run: tuple[int, Path, str]) -> None:
+    _, _, printed = tiny_run
+    assert "cpu: " in printed
+    assert "threads: 1" in printed
+    assert "calibration" in printed
+    assert "V sweep at N=64, D=8" in printed
+    assert "one-hot/lookup" in printed
+    assert "measured/model within 30%" in printed
+
+
+def test_one_hot_that_cannot_fit_is_skipped_with_a_note(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("EMBEDDING_EQUIVALENCE_MAX_ONE_HOT_BYTES", "1000")
+    # N=8: V=16 needs 512 bytes (fits), V=64 needs 2 KiB (does not).
+    argv = ["--n", "8", "--d", "4", "--vocab", "16,64", "--dims", "4", "--ns", "8"]
+    argv += ["--base-vocab", "16", "--min-run-time", "0.003", "--quiet", "--no-memory"]
+    code = bench.main([*argv, *PLOTS, "--out", str(tmp_path)])
+    printed = capsys.readouterr().out
+    assert code == 0
+    data = json.loads((tmp_path / "bench.json").read_text(encoding="utf-8"))
+    status = {(r["form"], r["mode"], r["vocab"]): r for r in data["results"]}
+    for form in ("one-hot matmul", "linear"):
+        for mode in ("fwd", "fwd+bwd"):
+            skipped = status[(form, mode, 64)]
+            assert skipped["status"] == "skipped"
+            assert "one-hot would take 2.0 KiB" in skipped["note"]
+            assert "OneHotTooLargeError" in skipped["note"]
+            assert skipped["median_ms"] is None
+            assert status[(form, mode, 16)]["status"] == "ok"
+    assert status[("lookup", "fwd", 64)]["status"] == "ok"
+    assert status[("sparse matmul", "fwd+bwd", 64)]["status"] == "ok"
+    assert len(data["notes"]) == 4
+    assert "skipped" in printed
+    if HAS_MATPLOTLIB:  # the plots say which cases are missing
+        assert "skipped" in (tmp_path / "time_vs_vocab.svg").read_text(encoding="utf-8")
+
+
+def test_compare_mode_still_prints_the_targets(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--compare", "--n", "4", "--d", "4", "--vocab", "16,32"]
+    code = bench.main([*argv, "--min-run-time", "0.01", "--rounds", "1", "--quiet"])
+    printed = capsys.readouterr().out
+    assert code == 0
+    assert "form/raw" in printed
+    assert "(a) lookup_embedding fwd+bwd within 10% of F.embedding" in printed
+    assert "(c) sparse_matmul_embedding" in printed
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--vocab", "x"], "argument --vocab: 'x' is not an integer"),
+        (["--vocab", "0"], "'0' must be at least 1"),
+        (["--dims", ""], "holds no size"),
+        (["--dtype", "float8"], "invalid choice: 'float8'"),
+        (["--min-run-time", "-1"], "must be a positive number"),
+        (["--device", "tpu"], "not a device name"),
+        (["--json", "x.json"], "--json goes with --compare"),
+        (["--frobnicate"], "unrecognized arguments: --frobnicate"),
+    ],
+    ids=["vocab-x", "vocab-0", "dims-empty", "dtype", "min-run-time", "device", "json", "unknown"],
+)
+def test_bad_arguments_exit_2_with_one_line(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = cli.main(["bench", *argv])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert captured.out == ""
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1, captured.err
+    assert lines[0].startswith("embedding-equivalence bench: error: ")
+    assert message in lines[0]
+
+
+def test_missing_matplotlib_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
+    code = bench.main(["--quick", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "pip install 'embedding-equivalence[bench]'" in err
+    assert not (tmp_path / "bench.json").exists()

@@ -169,8 +169,10 @@ def test_case_repro_rebuilds_the_exact_tensors(case: ees.EmbeddingCase) -> None:
     exec(case.source("candidate"), namespace)
     ((input, weight, kwargs),) = calls
     ids, w = case.build()
-    assert torch.equal(input, ids) and input.stride() == ids.stride()
-    assert torch.equal(weight, w.detach()) and namespace["weight"].stride() == w.stride()
+    assert torch.equal(input, ids)
+    assert input.stride() == ids.stride()
+    assert torch.equal(weight, w.detach())
+    assert namespace["weight"].stride() == w.stride()
     assert kwargs == dict(case.kwargs)
     assert torch.equal(namespace["grad_output"], case.grad_output())
 

@@ -57,7 +57,8 @@ def test_the_seed_replays_the_run() -> None:
 def test_a_random_run_records_its_seed() -> None:
     report = ee.verify_embedding(ee.lookup_embedding, max_examples=5)
     replay = ee.verify_embedding(ee.lookup_embedding, max_examples=5, seed=report.seed)
-    assert replay.passed and report.passed
+    assert replay.passed
+    assert report.passed
 
 
 def _vandal(input: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:

@@ -19,7 +19,12 @@ from ._lookup import lookup_embedding
 from ._matmul import linear_embedding, matmul_embedding, sparse_matmul_embedding
 from ._modules import MatmulEmbedding, embedding_to_linear, linear_to_embedding
 from ._validation import OneHotTooLargeError
-from ._verify import VerificationError, VerificationReport, verify_embedding
+from ._verify import (
+    VerificationError,
+    VerificationReport,
+    verify_embedding,
+    verify_embedding_bag,
+)
 
 __all__ = [
     "MatmulEmbedding",
@@ -35,6 +40,7 @@ __all__ = [
     "matmul_embedding_bag",
     "sparse_matmul_embedding",
     "verify_embedding",
+    "verify_embedding_bag",
 ]
 
 __version__ = "0.1.0"

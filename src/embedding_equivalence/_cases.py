@@ -10,11 +10,19 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
-__all__ = ["EmbeddingCase", "IdsRecipe", "WeightRecipe", "dtype_source", "float_source"]
+__all__ = [
+    "BagTensors",
+    "EmbeddingBagCase",
+    "EmbeddingCase",
+    "IdsRecipe",
+    "WeightRecipe",
+    "dtype_source",
+    "float_source",
+]
 
 #: Layouts of the weight: how the ``(V, D)`` view sits in its storage.
 WEIGHT_LAYOUTS = ("contiguous", "transposed", "sliced", "offset")
@@ -278,4 +286,210 @@ class EmbeddingCase:
             lines.append(self.grad_output_source())
             lines.append("out.backward(grad_output)")
             lines.append("print(out, weight.grad)")
+        return "\n".join(lines)
+
+
+class BagTensors(NamedTuple):
+    """The tensors of one :class:`EmbeddingBagCase`, fresh from :meth:`EmbeddingBagCase.build`."""
+
+    input: torch.Tensor
+    """The ids: ``(N,)`` with ``offsets``, ``(B, L)`` without."""
+    weight: torch.Tensor
+    """The ``(V, D)`` table."""
+    offsets: torch.Tensor | None
+    """Bag starts (``None`` for a 2-D input)."""
+    per_sample_weights: torch.Tensor | None
+    """Weights of the ids' shape and the table's dtype, or ``None``."""
+
+
+@dataclass(frozen=True)
+class EmbeddingBagCase:
+    """One drawn call ``fn(input, weight[, offsets], mode=mode, **kwargs)`` and its gradient.
+
+    Like :class:`EmbeddingCase`, every attribute is a plain value: :meth:`build` makes fresh
+    tensors each time and :meth:`source` writes the Python that makes the same tensors. The
+    call follows ``F.embedding_bag``'s signature: ``offsets`` is passed positionally (third)
+    when it is not ``None``, ``mode`` always by keyword, and ``per_sample_weights`` by keyword
+    when :attr:`per_sample_weights_seed` is set (see :meth:`arguments`).
+
+    Attributes:
+        ids: recipe of ``input``: ``(N,)`` with ``offsets``, ``(B, L)`` without.
+        weight: recipe of ``weight``.
+        offsets: the bag starts (plus the end of the last bag under
+            ``include_last_offset=True``), or ``None`` (a 2-D input).
+        offsets_dtype: dtype of the ``offsets`` tensor (the ids' dtype in drawn cases).
+        mode: ``"sum"``, ``"mean"`` or ``"max"``.
+        kwargs: the other keyword options drawn (``padding_idx``, ``max_norm`` and
+            ``norm_type``, ``scale_grad_by_freq``, ``sparse``, ``include_last_offset``).
+        per_sample_weights_seed: ``None``, or the seed of ``per_sample_weights``: ``N(0, 1)``
+            float64 draws of the ids' shape, cast to the table's dtype.
+        grad_seed: seed of the upstream gradient, ``N(0, 1)`` in float64 cast to the table's
+            dtype, of shape ``(B, D)``.
+        invalid: ``None`` for a valid call, else why the reference rejects it.
+    """
+
+    ids: IdsRecipe
+    weight: WeightRecipe
+    offsets: tuple[int, ...] | None = None
+    offsets_dtype: torch.dtype = torch.int64
+    mode: str = "mean"
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    per_sample_weights_seed: int | None = None
+    grad_seed: int = 0
+    invalid: str | None = None
+
+    def __hash__(self) -> int:
+        return hash(
+            (
+                self.ids,
+                self.weight,
+                self.offsets,
+                self.offsets_dtype,
+                self.mode,
+                tuple(sorted(self.kwargs.items())),
+                self.per_sample_weights_seed,
+                self.grad_seed,
+                self.invalid,
+            )
+        )
+
+    @property
+    def num_embeddings(self) -> int:
+        """``V``."""
+        return self.weight.num_embeddings
+
+    @property
+    def embedding_dim(self) -> int:
+        """``D``."""
+        return self.weight.embedding_dim
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The table's dtype."""
+        return self.weight.dtype
+
+    @property
+    def device(self) -> str:
+        """The device of every tensor."""
+        return self.weight.device
+
+    @property
+    def num_bags(self) -> int:
+        """``B``, the number of bags (rows of the output) of a valid case."""
+        if len(self.ids.shape) == 2 or self.offsets is None:
+            return self.ids.shape[0] if self.ids.shape else 0
+        if self.kwargs.get("include_last_offset", False):
+            return max(len(self.offsets) - 1, 0)
+        return len(self.offsets)
+
+    def _psw(self) -> torch.Tensor | None:
+        if self.per_sample_weights_seed is None:
+            return None
+        g = _generator(self.per_sample_weights_seed)
+        w = torch.randn(self.ids.shape, generator=g, dtype=torch.float64)
+        return w.to(self.dtype).to(self.device)
+
+    def build(self, requires_grad: bool = True) -> BagTensors:
+        """Fresh tensors; ``weight`` (and ``per_sample_weights``) are leaves if ``requires_grad``.
+
+        Args:
+            requires_grad: make ``weight`` and ``per_sample_weights`` leaves that require grad.
+
+        Returns:
+            ``(input, weight, offsets, per_sample_weights)``.
+        """
+        offsets = None
+        if self.offsets is not None:
+            offsets = torch.tensor(self.offsets, dtype=self.offsets_dtype).to(self.device)
+        psw = self._psw()
+        if psw is not None:
+            psw.requires_grad_(requires_grad)
+        return BagTensors(
+            self.ids.build(), self.weight.build(requires_grad=requires_grad), offsets, psw
+        )
+
+    def arguments(
+        self, tensors: BagTensors | None = None
+    ) -> tuple[tuple[torch.Tensor, ...], dict[str, Any]]:
+        """The positional and keyword arguments of the call, from ``tensors`` or a fresh build.
+
+        Args:
+            tensors: tensors from :meth:`build` (default: build new ones).
+
+        Returns:
+            ``(args, kwargs)``: ``(input, weight)`` or ``(input, weight, offsets)``, and
+            ``mode``, the options and ``per_sample_weights``.
+        """
+        t = self.build() if tensors is None else tensors
+        args = (t.input, t.weight) if t.offsets is None else (t.input, t.weight, t.offsets)
+        kwargs: dict[str, Any] = {"mode": self.mode, **self.kwargs}
+        if t.per_sample_weights is not None:
+            kwargs["per_sample_weights"] = t.per_sample_weights
+        return args, kwargs
+
+    def grad_output(self) -> torch.Tensor:
+        """The upstream gradient, ``(B, D)`` in the table's dtype and device."""
+        shape = (self.num_bags, self.embedding_dim)
+        g = torch.randn(shape, generator=_generator(self.grad_seed), dtype=torch.float64)
+        return g.to(self.dtype).to(self.device)
+
+    def grad_output_source(self, name: str = "grad_output") -> str:
+        """Python that rebuilds :meth:`grad_output`."""
+        shape = (self.num_bags, self.embedding_dim)
+        dev = f".to({self.device!r})" if self.device != "cpu" else ""
+        return (
+            f"{name} = torch.randn({shape!r}, dtype=torch.float64, "
+            f"generator=torch.Generator().manual_seed({self.grad_seed}))"
+            f".to({dtype_source(self.dtype)}){dev}"
+        )
+
+    def kwargs_source(self) -> str:
+        """The keyword arguments as Python source, e.g. ``, mode='sum', padding_idx=-1``."""
+        parts = [f", mode={self.mode!r}"]
+        for key, value in self.kwargs.items():
+            text = float_source(value) if isinstance(value, float) else repr(value)
+            parts.append(f", {key}={text}")
+        if self.per_sample_weights_seed is not None:
+            parts.append(", per_sample_weights=per_sample_weights")
+        return "".join(parts)
+
+    def source(self, fn: str = "candidate", backward: bool = True, preamble: str = "") -> str:
+        """A runnable snippet that makes the tensors and calls ``fn`` on them.
+
+        Args:
+            fn: the name the snippet calls.
+            backward: also run the backward pass with :meth:`grad_output`.
+            preamble: lines placed after ``import torch`` (e.g. the import of ``fn``).
+
+        Returns:
+            Python source.
+        """
+        lines = ["import torch"]
+        if preamble:
+            lines.append(preamble.rstrip("\n"))
+        lines += ["", self.ids.source("input"), self.weight.source("weight")]
+        args = "input, weight"
+        if self.offsets is not None:
+            dev = f".to({self.device!r})" if self.device != "cpu" else ""
+            lines.append(
+                f"offsets = torch.tensor({list(self.offsets)!r}, "
+                f"dtype={dtype_source(self.offsets_dtype)}){dev}"
+            )
+            args += ", offsets"
+        if self.per_sample_weights_seed is not None:
+            dev = f".to({self.device!r})" if self.device != "cpu" else ""
+            lines.append(
+                f"per_sample_weights = torch.randn({tuple(self.ids.shape)!r}, "
+                f"dtype=torch.float64, generator=torch.Generator()"
+                f".manual_seed({self.per_sample_weights_seed})).to({dtype_source(self.dtype)})"
+                f"{dev}.requires_grad_(True)"
+            )
+        lines.append(f"out = {fn}({args}{self.kwargs_source()})")
+        if backward and self.invalid is None:
+            lines.append(self.grad_output_source())
+            lines.append("out.backward(grad_output)")
+            grads = "weight.grad"
+            if self.per_sample_weights_seed is not None:
+                grads += ", per_sample_weights.grad"
+            lines.append(f"print(out, {grads})")
         return "\n".join(lines)

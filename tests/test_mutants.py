@@ -73,44 +73,9 @@ SYMPTOMS: dict[str, str] = {
     "max_norm_ignores_norm_type": r"^weight \(after max_norm\)\[.*norm_type=",
 }
 
-#: Bugs that the default settings do not catch for every seed: gaps of the verifier, measured
-#: over seeds 0-9 (``verify_embedding(mutant.fn, options=..., seed=s)``) and reported. Not
-#: strict, because whether seed 0 catches them changes with every edit of the strategies;
-#: delete an entry once the verifier catches the mutant for every seed.
-_GAP_CAUSES: dict[str, str] = {
-    "negative_padding_idx_ignored": "1/10: padding_idx is drawn independently of the ids, so "
-    "a negative padding_idx almost never names a row that an id references",
-    "padding_row_zeroed_in_forward": "6/10: padding_idx is drawn independently of the ids and "
-    "rarely names a referenced row",
-    "padding_idx_ignored_in_backward": "6/10: padding_idx is drawn independently of the ids "
-    "and rarely names a referenced row",
-    "freq_scale_divides_by_batch_size": "7/10: scale_grad_by_freq is drawn in far fewer than "
-    "half of the examples (seed 0: 7 of 79 valid ones, none with two distinct ids)",
-    "freq_scale_divides_by_unique_count": "9/10: scale_grad_by_freq is drawn rarely",
-    "ids_viewed_as_contiguous": "8/10: needs multi-dim ids in a transposed or expanded layout",
-    "ids_cast_to_weight_dtype": "9/10: needs a float16/bfloat16 table with an id above 2048/256",
-    "negative_ids_wrap_around": "9/10: the 'negative id' bad input is about 1 example in 100",
-    "max_norm_ignores_norm_type": "9/10: needs max_norm with norm_type != 2 on a row where "
-    "the p-norm and the 2-norm disagree about renorming",
-}
-KNOWN_GAPS: dict[str, pytest.MarkDecorator] = {
-    name: pytest.mark.xfail(
-        strict=False, reason=f"verifier gap, seeds of 0-9 that catch it: {cause}"
-    )
-    for name, cause in _GAP_CAUSES.items()
-}
-
 
 def _mutant_params() -> list[object]:
-    # A gap that the seed misses runs all 100 examples (3-10 s): slow, like the controls.
-    return [
-        pytest.param(
-            m,
-            id=m.name,
-            marks=[KNOWN_GAPS[m.name], pytest.mark.slow] if m.name in KNOWN_GAPS else [],
-        )
-        for m in MUTANTS
-    ]
+    return [pytest.param(m, id=m.name) for m in MUTANTS]
 
 
 # ------------------------------------------------------------------------------------------
@@ -123,7 +88,6 @@ def test_catalogue_is_well_formed() -> None:
     assert len(names) >= 14
     assert len(set(names)) == len(names), "mutant names must be unique"
     assert set(SYMPTOMS) == set(names), "every mutant needs its expected symptom"
-    assert set(KNOWN_GAPS) <= set(names)
     embedding_params = list(inspect.signature(F.embedding).parameters)
     for m in MUTANTS:
         assert m.fn.__name__ == m.name, m.name
@@ -167,17 +131,12 @@ def test_verifier_catches_mutant(mutant: Mutant) -> None:
 # The counterexample is a runnable snippet that calls the very function under test.
 # ------------------------------------------------------------------------------------------
 
-_META_REPRO_BUG = pytest.mark.xfail(
-    strict=True,
-    reason="src bug: a shape/dtype failure (_check_meta raises EquivalenceError without a "
-    "repro) falls back to case.source(), whose snippet never defines `candidate`",
-)
 #: Fast mutants covering each kind of failure: values, shape, dtype, a raise, no gradient.
 _RUNNABLE = {
     "off_by_one_row": [],
-    "last_column_dropped": [_META_REPRO_BUG],
-    "output_cast_to_float32": [_META_REPRO_BUG],
-    "scalar_id_promoted": [_META_REPRO_BUG],
+    "last_column_dropped": [],
+    "output_cast_to_float32": [],
+    "scalar_id_promoted": [],
     "one_hot_requires_int64": [],
     "table_detached": [],
     "grad_accumulated_in_float16": [],

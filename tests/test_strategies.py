@@ -9,8 +9,8 @@ Four kinds of test:
   empty and 0-d ids, huge vocabularies, strides, non-finite entries, each option) are drawn;
 - shrinking and replay: the minimal case is the simplest one, and a seed replays exactly.
 
-Tests marked ``xfail(strict=True)`` pin gaps found in the strategies; each reason says what is
-wrong. Once a gap is fixed its test XPASSes, which fails the run: then drop the mark.
+The rows that once pinned gaps of the strategies (malformed devices, unchecked sizes, the
+element budget, float16 underflow to -0.0, hashing, shrinking to stride-0 ids) now pass.
 """
 
 from __future__ import annotations
@@ -103,36 +103,9 @@ def _bad(
 
 _NO_CUDA = pytest.mark.skipif(CUDA, reason="CUDA is present, so device='cuda' is valid here")
 _NO_MPS = pytest.mark.skipif(MPS, reason="MPS is present, so device='mps' is valid here")
-_GAP_BOGUS_DEVICE = pytest.mark.xfail(
-    strict=True,
-    raises=RuntimeError,
-    reason="gap: _check_device calls torch.device() unguarded, so a malformed device string "
-    "escapes as torch's RuntimeError instead of InvalidArgument",
-)
-_GAP_WEIGHT_SIZES = pytest.mark.xfail(
-    strict=True,
-    reason="gap: embedding_weights does not validate vocab_size/embedding_dim (0 gives an "
-    "empty table, -1 a RuntimeError at draw time)",
-)
-_GAP_BUDGET = pytest.mark.xfail(
-    strict=True,
-    reason="gap: embedding_cases does not check an int vocab_size/embedding_dim against "
-    "max_elements, so the promised V * D <= max_elements does not hold",
-)
-_GAP_CASES_D = pytest.mark.xfail(
-    strict=True, reason="gap: embedding_cases accepts embedding_dim=0 and draws (V, 0) tables"
-)
-_GAP_CASES_VOCAB = pytest.mark.xfail(
-    strict=True,
-    raises=ZeroDivisionError,
-    reason="gap: embedding_cases does not validate an int vocab_size; 0 divides by zero "
-    "(max_elements // v) at draw time",
-)
-_GAP_INDEX = pytest.mark.xfail(
-    strict=True,
-    reason="gap: embedding_cases does not validate index_dtype; float32 draws 'valid' cases "
-    "with floating ids",
-)
+# Formerly gaps of the strategies (now fixed); the rows keep their ids.
+_GAP_BOGUS_DEVICE = _GAP_WEIGHT_SIZES = _GAP_BUDGET = _GAP_CASES_D = ()
+_GAP_CASES_VOCAB = _GAP_INDEX = ()
 
 V = 10
 W = {"vocab_size": V, "embedding_dim": 4}
@@ -489,23 +462,12 @@ def test_source_rebuilds_the_case(case: ees.EmbeddingCase) -> None:
     _assert_same_tensor(grad_namespace["g"], case.grad_output())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: WeightRecipe casts N(0, 1) float64 draws to float16, and a draw in "
-    "(-3e-8, 0) rounds to -0.0: about 0.6% of full-size float16 tables hold a -0.0 although "
-    "allow_signed_zeros=False",
-)
 def test_float16_underflow_gives_no_negative_zero() -> None:
     # embedding_weights(8192, 64, dtype=torch.float16) can draw weight seed 78.
     weight = ees.WeightRecipe(8192, 64, torch.float16, seed=78).build()
     assert not bool(_is_negative_zero(weight).any())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="gap: the default vocab_sizes() is not bounded by max_elements, so with a small "
-    "budget V * D and N * V exceed it",
-)
 @settings(max_examples=30)
 @given(case=ees.embedding_cases(max_elements=1000))
 def test_default_vocab_respects_a_small_budget(case: ees.EmbeddingCase) -> None:
@@ -513,12 +475,6 @@ def test_default_vocab_respects_a_small_budget(case: ees.EmbeddingCase) -> None:
     assert math.prod(case.ids.shape) * case.num_embeddings <= 1000
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=TypeError,
-    reason="bug: EmbeddingCase says it is hashable, but kwargs is a dict field of a frozen "
-    "dataclass, so hash() raises TypeError",
-)
 def test_cases_are_hashable() -> None:
     case = find(ees.embedding_cases(), lambda _: True, settings=MINIMAL)
     assert hash(case) == hash(dataclasses.replace(case))
@@ -769,18 +725,9 @@ def test_minimal_ids_and_weight() -> None:
     _assert_same_tensor(weight, expected.float())
 
 
-# Non-strict: whether find() meets the fewer-choices variant depends on the examples it
-# happens to generate. Make these strict (or drop them) once the strategy is fixed.
-_GAP_EXPANDED_SHRINKS = pytest.mark.xfail(
-    strict=False,
-    reason="gap: the expanded ids layout draws one row instead of every id, so it takes fewer "
-    "choices than contiguous and can win shrinking: a minimal case with stride-0 ids",
-)
-_GAP_SPARSE_SHRINKS = pytest.mark.xfail(
-    strict=False,
-    reason="gap: the sparse flag is drawn only when scale_grad_by_freq is off, so "
-    "scale_grad_by_freq=True takes fewer choices and can survive shrinking",
-)
+# Formerly non-strict gaps (stride-0 ids and scale_grad_by_freq surviving shrinking), fixed.
+_GAP_EXPANDED_SHRINKS: tuple[()] = ()
+_GAP_SPARSE_SHRINKS: tuple[()] = ()
 
 
 @pytest.mark.parametrize(

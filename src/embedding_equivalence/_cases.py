@@ -77,6 +77,9 @@ class WeightRecipe:
         """The table's values as a contiguous CPU tensor of ``dtype``."""
         v, d = self.num_embeddings, self.embedding_dim
         w = torch.randn(v, d, generator=_generator(self.seed), dtype=torch.float64).to(self.dtype)
+        # A draw in (-3e-8, 0) underflows to -0.0 in float16; -0.0 + 0.0 == +0.0, so the
+        # only -0.0 entries are the drawn specials.
+        w = w + 0.0
         for row, col, value in self.specials:
             w[row, col] = value
         return w
@@ -113,7 +116,7 @@ class WeightRecipe:
         v, d, dt = self.num_embeddings, self.embedding_dim, dtype_source(self.dtype)
         lines = [
             f"{name} = torch.randn({v}, {d}, dtype=torch.float64, "
-            f"generator=torch.Generator().manual_seed({self.seed})).to({dt})"
+            f"generator=torch.Generator().manual_seed({self.seed})).to({dt}) + 0.0"
         ]
         lines += [f"{name}[{r}, {c}] = {float_source(x)}" for r, c, x in self.specials]
         if self.device != "cpu":
@@ -214,7 +217,8 @@ class EmbeddingCase:
 
     ids: IdsRecipe
     weight: WeightRecipe
-    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    # Not hashed (a dict is not hashable); still compared, so equal cases hash equal.
+    kwargs: Mapping[str, Any] = field(default_factory=dict, hash=False)
     grad_seed: int = 0
     invalid: str | None = None
 

@@ -18,7 +18,12 @@ from hypothesis.errors import Flaky, InvalidArgument
 
 from . import strategies as ees
 from ._cases import EmbeddingBagCase, EmbeddingCase
-from .testing import EquivalenceError, assert_bag_case_equivalent, assert_case_equivalent
+from .testing import (
+    EquivalenceError,
+    _case_repro,
+    assert_bag_case_equivalent,
+    assert_case_equivalent,
+)
 
 __all__ = ["VerificationError", "VerificationReport", "verify_embedding", "verify_embedding_bag"]
 
@@ -320,7 +325,7 @@ def verify_embedding(
     def source(case: EmbeddingCase, exc: AssertionError) -> str:
         if isinstance(exc, EquivalenceError) and exc.repro:
             return exc.repro
-        return case.source("candidate", backward=backward)
+        return _case_repro(candidate, case, backward)
 
     return run_verification(
         check,

@@ -212,22 +212,29 @@ def compare_exact_or_bounded(
     )
 
 
-def _check_meta(fn_call: str, out: object, input: torch.Tensor, weight: torch.Tensor) -> None:
+def _check_meta(
+    fn_call: str, out: object, input: torch.Tensor, weight: torch.Tensor, repro: str
+) -> None:
     if not isinstance(out, torch.Tensor):
-        raise EquivalenceError(f"{fn_call} returned {type(out).__name__}, not a torch.Tensor")
+        raise EquivalenceError(
+            f"{fn_call} returned {type(out).__name__}, not a torch.Tensor", repro
+        )
     shape = (*input.shape, weight.shape[1])
     if tuple(out.shape) != shape:
         raise EquivalenceError(
-            f"{fn_call} returned shape {tuple(out.shape)}, expected (*input.shape, D) = {shape}"
+            f"{fn_call} returned shape {tuple(out.shape)}, expected (*input.shape, D) = {shape}",
+            repro,
         )
     if out.dtype != weight.dtype:
         raise EquivalenceError(
-            f"{fn_call} returned dtype {out.dtype}, expected the weight's dtype {weight.dtype}"
+            f"{fn_call} returned dtype {out.dtype}, expected the weight's dtype {weight.dtype}",
+            repro,
         )
     if out.device != weight.device:
         raise EquivalenceError(
             f"{fn_call} returned a tensor on {out.device}, expected the weight's device "
-            f"{weight.device}"
+            f"{weight.device}",
+            repro,
         )
 
 
@@ -251,7 +258,7 @@ def _run_forward(
             f"returns a tensor of shape {tuple(expected.shape)})",
             repro,
         ) from exc
-    _check_meta(call, out, input, weight)
+    _check_meta(call, out, input, weight, repro)
     max_norm = kwargs.get("max_norm")
     bound = None
     if max_norm is not None:

@@ -653,7 +653,9 @@ def _torch_bag_flat(
     input: torch.Tensor, weight: torch.Tensor, offsets: torch.Tensor | None = None, **kwargs: Any
 ) -> torch.Tensor:
     """F.embedding_bag with a 2-D input passed as flat ids and offsets (torch fails on
-    (B, 0)), so that verification reaches torch's other defects."""
+    (B, 0)), and bad input refused by the package's checks first (torch accepts decreasing
+    offsets), so that verification reaches torch's gradient defects."""
+    ee.lookup_embedding_bag(input, weight.detach().clone(), offsets, **kwargs)  # refuses bad input
     if input.dim() == 2:
         if offsets is not None:
             raise ValueError("a 2-D input takes no offsets")
@@ -668,9 +670,7 @@ def _torch_bag_flat(
 
 def test_verify_embedding_bag_finds_the_torch_scale_grad_by_freq_bug() -> None:
     options, modes = ("scale_grad_by_freq",), ("sum",)
-    report = ee.verify_embedding_bag(
-        _torch_bag_flat, options=options, modes=modes, max_examples=40, seed=0
-    )
+    report = ee.verify_embedding_bag(_torch_bag_flat, options=options, modes=modes, seed=0)
     assert not report.passed
     assert report.failure is not None
     assert re.match(r"weight\.grad\[1, 0\] = .*, but the exact value is", report.failure)
@@ -681,14 +681,6 @@ def test_verify_embedding_bag_finds_the_torch_scale_grad_by_freq_bug() -> None:
         ee.lookup_embedding_bag, options=options, modes=modes, max_examples=40, seed=0
     )
     assert ours.passed, str(ours)
-
-
-def test_verify_embedding_bag_finds_torch_failing_on_empty_2d_input() -> None:
-    report = ee.verify_embedding_bag(F.embedding_bag, modes=("sum",), max_examples=40, seed=0)
-    assert not report.passed
-    assert report.failure is not None
-    assert "raised RuntimeError: step must be nonzero, but the call is valid" in report.failure
-    assert report.extra["modes"] == ("sum",)
 
 
 def test_verify_embedding_bag_reports_a_nondeterministic_candidate() -> None:

@@ -112,24 +112,23 @@ def _csv(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
 
 
-def _positive_int(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{value!r} must be at least 1")
-    return n
+def _int_at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse type: an integer no smaller than ``minimum``."""
+
+    def parse(value: str) -> int:
+        try:
+            n = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
+        if n < minimum:
+            raise argparse.ArgumentTypeError(f"{value!r} must be at least {minimum}")
+        return n
+
+    return parse
 
 
-def _nonnegative_int(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"{value!r} must be at least 0")
-    return n
+_positive_int = _int_at_least(1)
+_nonnegative_int = _int_at_least(0)
 
 
 class _Progress:

@@ -453,6 +453,11 @@ def _check_options(options: Sequence[str], allowed: Sequence[str]) -> None:
 _INVALID_KINDS = ("id too large", "negative id", "floating ids", "padding_idx out of range")
 
 
+def _option_drawn(draw: st.DrawFn, name: str) -> bool:
+    """Whether a requested option is present: 3 times in 4, absent when shrunk (0)."""
+    return draw(st.integers(0, 3), label=f"use {name}") > 0
+
+
 @st.composite
 def _embedding_case(
     draw: st.DrawFn,
@@ -491,7 +496,7 @@ def _embedding_case(
         label="weight",
     )
     kwargs: dict[str, Any] = {}
-    if "padding_idx" in options and draw(st.booleans(), label="use padding_idx"):
+    if "padding_idx" in options and _option_drawn(draw, "padding_idx"):
         # A row that some id names 3 times in 4 (a padding row no id names changes nothing),
         # written in its negative form half of those times.
         used = sorted(set(ids_recipe.values))
@@ -501,17 +506,17 @@ def _embedding_case(
             kwargs["padding_idx"] = row - v if source == 2 else row
         else:
             kwargs["padding_idx"] = draw(st.integers(-v, v - 1), label="padding_idx")
-    if "max_norm" in options and draw(st.booleans(), label="use max_norm"):
+    if "max_norm" in options and _option_drawn(draw, "max_norm"):
         kwargs["max_norm"] = draw(st.sampled_from([1.0, 0.5, 2.0, 0.0, 3.5]), label="max_norm")
         kwargs["norm_type"] = draw(st.sampled_from([2.0, 1.0, math.inf, 3.0]), label="norm_type")
-    if "scale_grad_by_freq" in options and draw(st.booleans(), label="scale_grad_by_freq"):
+    if "scale_grad_by_freq" in options and _option_drawn(draw, "scale_grad_by_freq"):
         kwargs["scale_grad_by_freq"] = True
     # Drawn even when scale_grad_by_freq is on (torch's sparse backward cannot scale, so the
     # pair is never combined): otherwise scale_grad_by_freq=True takes fewer choices than
     # False and survives shrinking.
     if (
         "sparse" in options
-        and draw(st.booleans(), label="sparse")
+        and _option_drawn(draw, "sparse")
         and not kwargs.get("scale_grad_by_freq")
     ):
         kwargs["sparse"] = True

@@ -310,7 +310,8 @@ def gradient_error_bound(
     eta = float(torch.finfo(dtype).smallest_normal) * torch.finfo(dtype).eps / 2
     extra = 2 if scale_grad_by_freq else 0
     k = count.to(torch.float64) + extra
-    gam = torch.tensor([gamma(int(x), u) for x in k.tolist()], dtype=torch.float64)
+    ku = k * u  # gamma_k for every row at once; inf where k u >= 1 (no bound exists)
+    gam = torch.where(ku < 1, ku / (1 - ku), torch.full_like(ku, math.inf))
     bound = (gam + 2 * _U64)[:, None] * abs_sum + (k * eta)[:, None]
     bound[count == 0] = 0.0
     if padding_idx is not None:

@@ -152,6 +152,28 @@ def _bag_max(rows: torch.Tensor, bag_index: torch.Tensor, num_bags: int) -> torc
     return padded.gather(0, first)
 
 
+def _check_bag_call(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    offsets: torch.Tensor | None,
+    max_norm: float | None,
+    norm_type: float,
+    scale_grad_by_freq: bool,
+    mode: str,
+    per_sample_weights: torch.Tensor | None,
+    include_last_offset: bool,
+    padding_idx: int | None,
+    fn: str,
+) -> int | None:
+    """The embedding checks, then the bag checks; returns ``padding_idx`` mapped into [0, V)."""
+    padding = check_embedding_args(input, weight, padding_idx, max_norm, norm_type, fn)
+    check_embedding_bag_args(
+        input, weight, offsets, mode, per_sample_weights, include_last_offset,
+        scale_grad_by_freq, fn,
+    )  # fmt: skip
+    return padding
+
+
 def lookup_embedding_bag(
     input: torch.Tensor,
     weight: torch.Tensor,
@@ -220,17 +242,10 @@ def lookup_embedding_bag(
                 [6., 7.]])
     """
     fn = "lookup_embedding_bag"
-    padding = check_embedding_args(input, weight, padding_idx, max_norm, norm_type, fn)
-    check_embedding_bag_args(
-        input,
-        weight,
-        offsets,
-        mode,
-        per_sample_weights,
-        include_last_offset,
-        scale_grad_by_freq,
-        fn,
-    )
+    padding = _check_bag_call(
+        input, weight, offsets, max_norm, norm_type, scale_grad_by_freq, mode,
+        per_sample_weights, include_last_offset, padding_idx, fn,
+    )  # fmt: skip
     check_bag_sparse(sparse, mode, scale_grad_by_freq, fn)
     check_ids_in_range(input, weight.shape[0], fn)
     bags = _bags(input, offsets, per_sample_weights, include_last_offset)
@@ -333,17 +348,10 @@ def matmul_embedding_bag(
                 [6., 7.]])
     """
     fn = "matmul_embedding_bag"
-    padding = check_embedding_args(input, weight, padding_idx, max_norm, norm_type, fn)
-    check_embedding_bag_args(
-        input,
-        weight,
-        offsets,
-        mode,
-        per_sample_weights,
-        include_last_offset,
-        scale_grad_by_freq,
-        fn,
-    )
+    padding = _check_bag_call(
+        input, weight, offsets, max_norm, norm_type, scale_grad_by_freq, mode,
+        per_sample_weights, include_last_offset, padding_idx, fn,
+    )  # fmt: skip
     num_embeddings = weight.shape[0]
     num_bags = _num_bags(input, offsets, include_last_offset)
     if mode != "max":

@@ -306,6 +306,20 @@ def gradient_error_bound(
     _, abs_sum, count = reference_embedding_grad(
         input, grad_output, num_embeddings, padding_idx, scale_grad_by_freq
     )
+    return _bound_from_sums(abs_sum, count, dtype, padding_idx, scale_grad_by_freq)
+
+
+def _bound_from_sums(
+    abs_sum: torch.Tensor,
+    count: torch.Tensor,
+    dtype: torch.dtype,
+    padding_idx: int | None,
+    scale_grad_by_freq: bool,
+) -> torch.Tensor:
+    """:func:`gradient_error_bound` from the sums and counts of :func:`reference_embedding_grad`.
+
+    Lets a caller that already has the exact gradient avoid summing everything twice.
+    """
     u = unit_roundoff(dtype)
     eta = float(torch.finfo(dtype).smallest_normal) * torch.finfo(dtype).eps / 2
     extra = 2 if scale_grad_by_freq else 0

@@ -22,8 +22,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from embedding_equivalence._common import grad_row_scale
-from embedding_equivalence._validation import (
+from embedding_equivalence.forms.renorm import grad_row_scale
+from embedding_equivalence.forms.validation import (
     check_bag_sparse,
     check_embedding_args,
     check_embedding_bag_args,

@@ -22,12 +22,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from embedding_equivalence._bag import (
+from embedding_equivalence.forms.bag import (
     bag_count_matrix,
     lookup_embedding_bag,
     matmul_embedding_bag,
 )
-from embedding_equivalence._validation import OneHotTooLargeError
+from embedding_equivalence.forms.validation import OneHotTooLargeError
 
 BagFn = Callable[..., torch.Tensor]
 

@@ -19,7 +19,7 @@ from embedding_equivalence import (
     matmul_embedding,
     sparse_matmul_embedding,
 )
-from embedding_equivalence._lookup import index_select_embedding, indexing_embedding
+from embedding_equivalence.forms.lookup import index_select_embedding, indexing_embedding
 
 Form = Callable[..., torch.Tensor]
 

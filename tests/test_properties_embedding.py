@@ -16,7 +16,7 @@ from hypothesis import given, settings
 
 import embedding_equivalence as ee
 from embedding_equivalence import strategies as ees
-from embedding_equivalence._lookup import index_select_embedding, indexing_embedding
+from embedding_equivalence.forms.lookup import index_select_embedding, indexing_embedding
 from embedding_equivalence.testing import assert_case_equivalent
 
 ALL_OPTIONS = ("padding_idx", "max_norm", "scale_grad_by_freq")

@@ -29,7 +29,7 @@ from embedding_equivalence import (
     matmul_embedding,
     sparse_matmul_embedding,
 )
-from embedding_equivalence._matmul import dense_one_hot
+from embedding_equivalence.forms.matmul import dense_one_hot
 
 SEED_FILE = Path(__file__).parents[2] / "shared" / "seeds" / "002_f71e86774d60ee6a.txt"
 TABLES_FILE = Path(__file__).parent / "data" / "seed_002_tables.txt"

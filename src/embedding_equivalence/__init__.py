@@ -14,11 +14,18 @@ states the equivalence precisely, and verifies it, for its own forms and for you
     torch.Size([2, 2, 4])
 """
 
-from ._bag import lookup_embedding_bag, matmul_embedding_bag
-from ._lookup import lookup_embedding
-from ._matmul import linear_embedding, matmul_embedding, sparse_matmul_embedding
-from ._modules import MatmulEmbedding, embedding_to_linear, linear_to_embedding
-from ._validation import OneHotTooLargeError
+from .forms import (
+    MatmulEmbedding,
+    OneHotTooLargeError,
+    embedding_to_linear,
+    linear_embedding,
+    linear_to_embedding,
+    lookup_embedding,
+    lookup_embedding_bag,
+    matmul_embedding,
+    matmul_embedding_bag,
+    sparse_matmul_embedding,
+)
 from ._verify import (
     VerificationError,
     VerificationReport,

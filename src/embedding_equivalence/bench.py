@@ -104,15 +104,15 @@ import torch
 import torch.nn.functional as F
 from torch.utils.benchmark import Timer
 
-from ._lookup import lookup_embedding
-from ._matmul import linear_embedding, matmul_embedding, sparse_matmul_embedding
-from ._validation import (
+from .forms.lookup import lookup_embedding
+from .forms.matmul import linear_embedding, matmul_embedding, sparse_matmul_embedding
+from .forms.validation import (
     OneHotTooLargeError,
     available_memory_bytes,
     check_one_hot_fits,
     format_bytes,
 )
-from .cli import UsageError
+from ._usage import UsageError
 
 __all__ = [
     "CSV_COLUMNS",

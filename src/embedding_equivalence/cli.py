@@ -19,6 +19,8 @@ from typing import Any, NoReturn, TextIO
 
 import torch
 
+from ._usage import UsageError
+
 __all__ = ["UsageError", "main"]
 
 _DTYPES = {
@@ -38,10 +40,6 @@ _BAG_OPTIONS = (
 )
 #: Examples per cell of the default ``verify`` table (implementation x options x device x dtype).
 DEFAULT_CLI_EXAMPLES = 25
-
-
-class UsageError(Exception):
-    """A bad command line: reported in one line with exit status 2."""
 
 
 class _Parser(argparse.ArgumentParser):

@@ -42,9 +42,9 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch, Patch, Rectangle
 
-from ._bag import lookup_embedding_bag, matmul_embedding_bag
-from ._lookup import lookup_embedding
-from ._matmul import matmul_embedding
+from .forms.bag import lookup_embedding_bag, matmul_embedding_bag
+from .forms.lookup import lookup_embedding
+from .forms.matmul import matmul_embedding
 from ._oracle import gamma, reference_embedding_grad, unit_roundoff
 
 __all__ = [

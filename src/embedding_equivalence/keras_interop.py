@@ -63,7 +63,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ._modules import MatmulEmbedding as _MatmulEmbedding
+from .forms.modules import MatmulEmbedding as _MatmulEmbedding
 
 if typing.TYPE_CHECKING:  # pragma: no cover - annotations only; Keras is imported lazily
     import keras

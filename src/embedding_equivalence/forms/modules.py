@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._matmul import matmul_embedding
-from ._validation import normalize_padding_idx
+from .matmul import matmul_embedding
+from .validation import normalize_padding_idx
 
 __all__ = ["MatmulEmbedding", "embedding_to_linear", "linear_to_embedding"]
 

@@ -30,8 +30,8 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from ._common import grad_row_scale, renorm_rows_
-from ._validation import (
+from .renorm import grad_row_scale, renorm_rows_
+from .validation import (
     check_bag_sparse,
     check_embedding_args,
     check_embedding_bag_args,

@@ -14,8 +14,9 @@ from collections.abc import Sequence
 
 import torch
 
+from .options import BAG_MODES, option_applies
+
 __all__ = [
-    "BAG_MODES",
     "INDEX_DTYPES",
     "OneHotTooLargeError",
     "available_memory_bytes",
@@ -306,9 +307,6 @@ def check_one_hot_fits(
 
 # --- EmbeddingBag ---------------------------------------------------------------------------
 
-#: The reductions of ``F.embedding_bag``.
-BAG_MODES: tuple[str, ...] = ("sum", "mean", "max")
-
 
 def _check_offsets(
     input: torch.Tensor,
@@ -451,13 +449,13 @@ def check_embedding_bag_args(
             f"{fn}: mode must be one of 'sum', 'mean' or 'max', got {mode!r}; "
             f"e.g. {fn}(input, weight, offsets, mode='sum')"
         )
-    if mode == "max" and scale_grad_by_freq:
+    if scale_grad_by_freq and not option_applies("scale_grad_by_freq", mode):
         raise ValueError(
             f"{fn}: scale_grad_by_freq=True is not supported with mode='max' (as in "
             f"F.embedding_bag); use mode='sum' or mode='mean', or scale_grad_by_freq=False"
         )
     if per_sample_weights is not None:
-        if mode != "sum":
+        if not option_applies("per_sample_weights", mode):
             raise ValueError(
                 f"{fn}: per_sample_weights is only supported with mode='sum', got "
                 f"mode={mode!r}; call {fn}(input, weight, offsets, mode='sum', "
@@ -522,7 +520,7 @@ def check_bag_sparse(sparse: bool, mode: str, scale_grad_by_freq: bool, fn: str)
     """
     if not sparse:
         return
-    if mode == "max":
+    if not option_applies("sparse", mode):
         raise ValueError(
             f"{fn}: sparse=True is not supported with mode='max' (as in F.embedding_bag); "
             f"use mode='sum' or mode='mean', or sparse=False"

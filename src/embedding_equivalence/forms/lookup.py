@@ -11,8 +11,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ._common import grad_row_scale, renorm_rows_
-from ._validation import check_embedding_args, check_ids_in_range
+from .renorm import grad_row_scale, renorm_rows_
+from .validation import check_embedding_args, check_ids_in_range
 
 __all__ = ["index_select_embedding", "indexing_embedding", "lookup_embedding"]
 

@@ -1,0 +1,108 @@
+"""The registry of forms: every list of forms in the project reads :data:`FORMS`.
+
+The test suite's parametrizations, the CLI's verify table, the benchmark sweep and the docs
+all take their forms from here; a new form is one entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .bag import lookup_embedding_bag, matmul_embedding_bag
+from .lookup import index_select_embedding, indexing_embedding, lookup_embedding
+from .matmul import linear_embedding, matmul_embedding, sparse_matmul_embedding
+from .options import BAG_OPTIONS, EMBEDDING_OPTIONS
+
+__all__ = ["FORMS", "Form", "form", "forms"]
+
+@dataclass(frozen=True)
+class Form:
+    """One implementation of the embedding (or of the embedding bag).
+
+    Attributes:
+        name: the function's name, e.g. ``"matmul_embedding"``.
+        fn: the function, with ``F.embedding``'s (``kind="bag"``: ``F.embedding_bag``'s)
+            signature.
+        kind: ``"embedding"`` or ``"bag"``.
+        computes: how: ``"lookup"`` (indexing), ``"dense matmul"`` (a one-hot or bag-count
+            matrix times the table) or ``"sparse matmul"`` (a sparse one-hot times the table).
+        options: the keyword options it takes, in :data:`EMBEDDING_OPTIONS` /
+            :data:`BAG_OPTIONS` order.
+        public: exported by ``embedding_equivalence`` (the others are cross-checks).
+    """
+
+    name: str
+    fn: Callable[..., Any]
+    kind: Literal["embedding", "bag"]
+    computes: Literal["lookup", "dense matmul", "sparse matmul"]
+    options: tuple[str, ...]
+    public: bool = True
+
+    @property
+    def matmul(self) -> bool:
+        """Whether the form is a product (and so never calls an embedding kernel)."""
+        return self.computes != "lookup"
+
+
+_NOT_SPARSE = tuple(o for o in EMBEDDING_OPTIONS if o != "sparse")
+_BAG_NOT_SPARSE = tuple(o for o in BAG_OPTIONS if o != "sparse")
+
+#: Every form, the public ones first, embeddings before bags.
+FORMS: tuple[Form, ...] = (
+    Form("lookup_embedding", lookup_embedding, "embedding", "lookup", EMBEDDING_OPTIONS),
+    Form("matmul_embedding", matmul_embedding, "embedding", "dense matmul", _NOT_SPARSE),
+    Form("linear_embedding", linear_embedding, "embedding", "dense matmul", _NOT_SPARSE),
+    Form(
+        "sparse_matmul_embedding", sparse_matmul_embedding, "embedding", "sparse matmul",
+        _NOT_SPARSE,
+    ),  # fmt: skip
+    Form("lookup_embedding_bag", lookup_embedding_bag, "bag", "lookup", BAG_OPTIONS),
+    Form("matmul_embedding_bag", matmul_embedding_bag, "bag", "dense matmul", _BAG_NOT_SPARSE),
+    Form(
+        "index_select_embedding", index_select_embedding, "embedding", "lookup", _NOT_SPARSE,
+        public=False,
+    ),  # fmt: skip
+    Form(
+        "indexing_embedding", indexing_embedding, "embedding", "lookup", _NOT_SPARSE,
+        public=False,
+    ),  # fmt: skip
+)
+
+
+def forms(
+    kind: Literal["embedding", "bag"] | None = None, *, public: bool | None = None
+) -> tuple[Form, ...]:
+    """The entries of :data:`FORMS` of one ``kind`` (``None``: both), optionally public only.
+
+    Args:
+        kind: ``"embedding"``, ``"bag"`` or ``None``.
+        public: ``True``/``False`` to select by :attr:`Form.public`; ``None`` for all.
+
+    Returns:
+        The matching forms, in :data:`FORMS` order.
+    """
+    return tuple(
+        f
+        for f in FORMS
+        if (kind is None or f.kind == kind) and (public is None or f.public == public)
+    )
+
+
+def form(name: str) -> Form:
+    """The entry of :data:`FORMS` named ``name``.
+
+    Args:
+        name: e.g. ``"matmul_embedding"``.
+
+    Returns:
+        The form.
+
+    Raises:
+        KeyError: no form has that name; the message lists the names.
+    """
+    for f in FORMS:
+        if f.name == name:
+            return f
+    raise KeyError(f"no form named {name!r}; the forms are {[f.name for f in FORMS]}")

@@ -16,6 +16,7 @@ import torch
 
 __all__ = [
     "BagTensors",
+    "Call",
     "EmbeddingBagCase",
     "EmbeddingCase",
     "IdsRecipe",
@@ -197,8 +198,135 @@ class IdsRecipe:
         return line
 
 
+@dataclass
+class Call:
+    """The tensors and arguments of one call, fresh from a case (or given by the user).
+
+    The call is ``fn(input, weight, **kwargs)``, or ``fn(input, weight, offsets, **kwargs)``
+    when :attr:`offsets` is set (``F.embedding_bag``'s positional third argument).
+
+    Attributes:
+        input: the ids.
+        weight: the ``(V, D)`` table (a leaf that requires grad when the gradient is checked).
+        kwargs: keyword arguments (options, ``mode``, the ``per_sample_weights`` tensor).
+        offsets: bag starts, or ``None``.
+        grad_output: the upstream gradient for the backward pass, or ``None`` (forward only).
+    """
+
+    input: torch.Tensor
+    weight: torch.Tensor
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    offsets: torch.Tensor | None = None
+    grad_output: torch.Tensor | None = None
+
+    @property
+    def args(self) -> tuple[torch.Tensor, ...]:
+        """The positional arguments."""
+        if self.offsets is None:
+            return (self.input, self.weight)
+        return (self.input, self.weight, self.offsets)
+
+    @property
+    def per_sample_weights(self) -> torch.Tensor | None:
+        """The ``per_sample_weights`` tensor, if the call passes one."""
+        psw = self.kwargs.get("per_sample_weights")
+        return psw if isinstance(psw, torch.Tensor) else None
+
+
+def _randn_source(
+    name: str, shape: tuple[int, ...], seed: int, dtype: torch.dtype, device: str
+) -> str:
+    dev = f".to({device!r})" if device != "cpu" else ""
+    return (
+        f"{name} = torch.randn({shape!r}, dtype=torch.float64, "
+        f"generator=torch.Generator().manual_seed({seed})).to({dtype_source(dtype)}){dev}"
+    )
+
+
+def _randn(shape: tuple[int, ...], seed: int, dtype: torch.dtype, device: str) -> torch.Tensor:
+    g = torch.randn(shape, generator=_generator(seed), dtype=torch.float64)
+    return g.to(dtype).to(device)
+
+
+def kwargs_source(kwargs: Mapping[str, Any]) -> str:
+    """Keyword arguments as Python source, e.g. ``, padding_idx=-1, max_norm=float('inf')``."""
+    parts = []
+    for key, value in kwargs.items():
+        text = float_source(value) if isinstance(value, float) else repr(value)
+        parts.append(f", {key}={text}")
+    return "".join(parts)
+
+
+class _CaseBase:
+    """What both kinds of case share: the table's facts, the upstream gradient, the snippet."""
+
+    weight: WeightRecipe
+    ids: IdsRecipe
+    grad_seed: int
+    invalid: str | None
+
+    @property
+    def num_embeddings(self) -> int:
+        """``V``."""
+        return self.weight.num_embeddings
+
+    @property
+    def embedding_dim(self) -> int:
+        """``D``."""
+        return self.weight.embedding_dim
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The table's dtype."""
+        return self.weight.dtype
+
+    @property
+    def device(self) -> str:
+        """The device of every tensor."""
+        return self.weight.device
+
+    def _grad_shape(self) -> tuple[int, ...]:
+        raise NotImplementedError
+
+    def grad_output(self) -> torch.Tensor:
+        """The upstream gradient, ``N(0, 1)`` in float64 cast to the table's dtype and device."""
+        return _randn(self._grad_shape(), self.grad_seed, self.dtype, self.device)
+
+    def grad_output_source(self, name: str = "grad_output") -> str:
+        """Python that rebuilds :meth:`grad_output`."""
+        return _randn_source(name, self._grad_shape(), self.grad_seed, self.dtype, self.device)
+
+    def _source_parts(self) -> tuple[list[str], str, str]:
+        """What the snippet adds: tensor lines, the call's arguments, the gradients printed."""
+        raise NotImplementedError
+
+    def source(self, fn: str = "candidate", backward: bool = True, preamble: str = "") -> str:
+        """A runnable snippet that makes the tensors and calls ``fn`` on them.
+
+        Args:
+            fn: the name the snippet calls.
+            backward: also run the backward pass with :meth:`grad_output`.
+            preamble: lines placed after ``import torch`` (e.g. the import of ``fn``).
+
+        Returns:
+            Python source.
+        """
+        lines = ["import torch"]
+        if preamble:
+            lines.append(preamble.rstrip("\n"))
+        lines += ["", self.ids.source("input"), self.weight.source("weight")]
+        extra, arguments, grads = self._source_parts()
+        lines += extra
+        lines.append(f"out = {fn}({arguments})")
+        if backward and self.invalid is None:
+            lines.append(self.grad_output_source())
+            lines.append("out.backward(grad_output)")
+            lines.append(f"print(out, {grads})")
+        return "\n".join(lines)
+
+
 @dataclass(frozen=True)
-class EmbeddingCase:
+class EmbeddingCase(_CaseBase):
     """One drawn call ``fn(input, weight, **kwargs)`` with its upstream gradient.
 
     Every attribute is a plain value, so the case is hashable, printable and replayable:
@@ -222,75 +350,25 @@ class EmbeddingCase:
     grad_seed: int = 0
     invalid: str | None = None
 
-    @property
-    def num_embeddings(self) -> int:
-        """``V``."""
-        return self.weight.num_embeddings
-
-    @property
-    def embedding_dim(self) -> int:
-        """``D``."""
-        return self.weight.embedding_dim
-
-    @property
-    def dtype(self) -> torch.dtype:
-        """The weight's dtype."""
-        return self.weight.dtype
-
-    @property
-    def device(self) -> str:
-        """The device of both tensors."""
-        return self.weight.device
-
     def build(self, requires_grad: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
         """Fresh ``(input, weight)`` tensors."""
         return self.ids.build(), self.weight.build(requires_grad=requires_grad)
 
-    def grad_output(self) -> torch.Tensor:
-        """The upstream gradient, ``(*input.shape, D)`` in the weight's dtype and device."""
-        shape = (*self.ids.shape, self.embedding_dim)
-        g = torch.randn(shape, generator=_generator(self.grad_seed), dtype=torch.float64)
-        return g.to(self.dtype).to(self.device)
+    def call(self, backward: bool = True) -> Call:
+        """A fresh :class:`Call`; with ``backward``, a leaf weight and the upstream gradient."""
+        input, weight = self.build(requires_grad=backward)
+        grad_output = self.grad_output() if backward else None
+        return Call(input, weight, dict(self.kwargs), grad_output=grad_output)
 
-    def grad_output_source(self, name: str = "grad_output") -> str:
-        """Python that rebuilds :meth:`grad_output`."""
-        shape = (*self.ids.shape, self.embedding_dim)
-        dev = f".to({self.device!r})" if self.device != "cpu" else ""
-        return (
-            f"{name} = torch.randn({shape!r}, dtype=torch.float64, "
-            f"generator=torch.Generator().manual_seed({self.grad_seed}))"
-            f".to({dtype_source(self.dtype)}){dev}"
-        )
+    def _grad_shape(self) -> tuple[int, ...]:
+        return (*self.ids.shape, self.embedding_dim)
 
     def kwargs_source(self) -> str:
         """The keyword arguments as Python source, e.g. ``, padding_idx=-1``."""
-        parts = []
-        for key, value in self.kwargs.items():
-            text = float_source(value) if isinstance(value, float) else repr(value)
-            parts.append(f", {key}={text}")
-        return "".join(parts)
+        return kwargs_source(self.kwargs)
 
-    def source(self, fn: str = "candidate", backward: bool = True, preamble: str = "") -> str:
-        """A runnable snippet that makes the tensors and calls ``fn`` on them.
-
-        Args:
-            fn: the name the snippet calls.
-            backward: also run the backward pass with :meth:`grad_output`.
-            preamble: lines placed after ``import torch`` (e.g. the import of ``fn``).
-
-        Returns:
-            Python source.
-        """
-        lines = ["import torch"]
-        if preamble:
-            lines.append(preamble.rstrip("\n"))
-        lines += ["", self.ids.source("input"), self.weight.source("weight")]
-        lines.append(f"out = {fn}(input, weight{self.kwargs_source()})")
-        if backward and self.invalid is None:
-            lines.append(self.grad_output_source())
-            lines.append("out.backward(grad_output)")
-            lines.append("print(out, weight.grad)")
-        return "\n".join(lines)
+    def _source_parts(self) -> tuple[list[str], str, str]:
+        return [], f"input, weight{self.kwargs_source()}", "weight.grad"
 
 
 class BagTensors(NamedTuple):
@@ -307,7 +385,7 @@ class BagTensors(NamedTuple):
 
 
 @dataclass(frozen=True)
-class EmbeddingBagCase:
+class EmbeddingBagCase(_CaseBase):
     """One drawn call ``fn(input, weight[, offsets], mode=mode, **kwargs)`` and its gradient.
 
     Like :class:`EmbeddingCase`, every attribute is a plain value: :meth:`build` makes fresh
@@ -358,26 +436,6 @@ class EmbeddingBagCase:
         )
 
     @property
-    def num_embeddings(self) -> int:
-        """``V``."""
-        return self.weight.num_embeddings
-
-    @property
-    def embedding_dim(self) -> int:
-        """``D``."""
-        return self.weight.embedding_dim
-
-    @property
-    def dtype(self) -> torch.dtype:
-        """The table's dtype."""
-        return self.weight.dtype
-
-    @property
-    def device(self) -> str:
-        """The device of every tensor."""
-        return self.weight.device
-
-    @property
     def num_bags(self) -> int:
         """``B``, the number of bags (rows of the output) of a valid case."""
         if len(self.ids.shape) == 2 or self.offsets is None:
@@ -385,13 +443,6 @@ class EmbeddingBagCase:
         if self.kwargs.get("include_last_offset", False):
             return max(len(self.offsets) - 1, 0)
         return len(self.offsets)
-
-    def _psw(self) -> torch.Tensor | None:
-        if self.per_sample_weights_seed is None:
-            return None
-        g = _generator(self.per_sample_weights_seed)
-        w = torch.randn(self.ids.shape, generator=g, dtype=torch.float64)
-        return w.to(self.dtype).to(self.device)
 
     def build(self, requires_grad: bool = True) -> BagTensors:
         """Fresh tensors; ``weight`` (and ``per_sample_weights``) are leaves if ``requires_grad``.
@@ -405,8 +456,9 @@ class EmbeddingBagCase:
         offsets = None
         if self.offsets is not None:
             offsets = torch.tensor(self.offsets, dtype=self.offsets_dtype).to(self.device)
-        psw = self._psw()
-        if psw is not None:
+        psw = None
+        if self.per_sample_weights_seed is not None:
+            psw = _randn(self.ids.shape, self.per_sample_weights_seed, self.dtype, self.device)
             psw.requires_grad_(requires_grad)
         return BagTensors(
             self.ids.build(), self.weight.build(requires_grad=requires_grad), offsets, psw
@@ -431,69 +483,39 @@ class EmbeddingBagCase:
             kwargs["per_sample_weights"] = t.per_sample_weights
         return args, kwargs
 
-    def grad_output(self) -> torch.Tensor:
-        """The upstream gradient, ``(B, D)`` in the table's dtype and device."""
-        shape = (self.num_bags, self.embedding_dim)
-        g = torch.randn(shape, generator=_generator(self.grad_seed), dtype=torch.float64)
-        return g.to(self.dtype).to(self.device)
+    def call(self, backward: bool = True) -> Call:
+        """A fresh :class:`Call`; with ``backward``, leaves and the upstream gradient."""
+        tensors = self.build(requires_grad=backward)
+        _, kwargs = self.arguments(tensors)
+        grad_output = self.grad_output() if backward else None
+        return Call(tensors.input, tensors.weight, kwargs, tensors.offsets, grad_output)
 
-    def grad_output_source(self, name: str = "grad_output") -> str:
-        """Python that rebuilds :meth:`grad_output`."""
-        shape = (self.num_bags, self.embedding_dim)
-        dev = f".to({self.device!r})" if self.device != "cpu" else ""
-        return (
-            f"{name} = torch.randn({shape!r}, dtype=torch.float64, "
-            f"generator=torch.Generator().manual_seed({self.grad_seed}))"
-            f".to({dtype_source(self.dtype)}){dev}"
-        )
+    def _grad_shape(self) -> tuple[int, ...]:
+        return (self.num_bags, self.embedding_dim)
 
     def kwargs_source(self) -> str:
         """The keyword arguments as Python source, e.g. ``, mode='sum', padding_idx=-1``."""
-        parts = [f", mode={self.mode!r}"]
-        for key, value in self.kwargs.items():
-            text = float_source(value) if isinstance(value, float) else repr(value)
-            parts.append(f", {key}={text}")
+        text = kwargs_source({"mode": self.mode, **self.kwargs})
         if self.per_sample_weights_seed is not None:
-            parts.append(", per_sample_weights=per_sample_weights")
-        return "".join(parts)
+            text += ", per_sample_weights=per_sample_weights"
+        return text
 
-    def source(self, fn: str = "candidate", backward: bool = True, preamble: str = "") -> str:
-        """A runnable snippet that makes the tensors and calls ``fn`` on them.
-
-        Args:
-            fn: the name the snippet calls.
-            backward: also run the backward pass with :meth:`grad_output`.
-            preamble: lines placed after ``import torch`` (e.g. the import of ``fn``).
-
-        Returns:
-            Python source.
-        """
-        lines = ["import torch"]
-        if preamble:
-            lines.append(preamble.rstrip("\n"))
-        lines += ["", self.ids.source("input"), self.weight.source("weight")]
-        args = "input, weight"
+    def _source_parts(self) -> tuple[list[str], str, str]:
+        lines = []
+        arguments = "input, weight"
+        dev = f".to({self.device!r})" if self.device != "cpu" else ""
         if self.offsets is not None:
-            dev = f".to({self.device!r})" if self.device != "cpu" else ""
             lines.append(
                 f"offsets = torch.tensor({list(self.offsets)!r}, "
                 f"dtype={dtype_source(self.offsets_dtype)}){dev}"
             )
-            args += ", offsets"
+            arguments += ", offsets"
+        grads = "weight.grad"
         if self.per_sample_weights_seed is not None:
-            dev = f".to({self.device!r})" if self.device != "cpu" else ""
+            shape, seed = tuple(self.ids.shape), self.per_sample_weights_seed
             lines.append(
-                f"per_sample_weights = torch.randn({tuple(self.ids.shape)!r}, "
-                f"dtype=torch.float64, generator=torch.Generator()"
-                f".manual_seed({self.per_sample_weights_seed})).to({dtype_source(self.dtype)})"
-                f"{dev}.requires_grad_(True)"
+                _randn_source("per_sample_weights", shape, seed, self.dtype, self.device)
+                + ".requires_grad_(True)"
             )
-        lines.append(f"out = {fn}({args}{self.kwargs_source()})")
-        if backward and self.invalid is None:
-            lines.append(self.grad_output_source())
-            lines.append("out.backward(grad_output)")
-            grads = "weight.grad"
-            if self.per_sample_weights_seed is not None:
-                grads += ", per_sample_weights.grad"
-            lines.append(f"print(out, {grads})")
-        return "\n".join(lines)
+            grads += ", per_sample_weights.grad"
+        return lines, arguments + self.kwargs_source(), grads

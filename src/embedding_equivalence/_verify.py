@@ -1,12 +1,16 @@
-"""``verify_embedding`` and ``verify_embedding_bag``: property-based verification of a kernel."""
+"""``verify_embedding`` and ``verify_embedding_bag``: property-based verification of a kernel.
+
+Each verifier is a thin adapter over the engine (:mod:`embedding_equivalence._check`): a
+strategy that draws cases, an oracle that judges them, and the table of options it exercises.
+:func:`run_verification` runs Hypothesis over any such adapter and builds the report.
+"""
 
 from __future__ import annotations
 
-import contextlib
 import math
 import random
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,14 +22,26 @@ from hypothesis.errors import Flaky, InvalidArgument
 
 from . import strategies as ees
 from ._cases import EmbeddingBagCase, EmbeddingCase
-from .testing import (
+from ._check import (
+    CheckableCase,
     EquivalenceError,
-    _case_repro,
-    assert_bag_case_equivalent,
-    assert_case_equivalent,
+    OracleFactory,
+    Runner,
+    check_case,
+    preserved_global_state,
+    run_in_process,
 )
+from ._repro import candidate_name, candidate_source
+from .forms.options import option_applies
+from .oracle import BagOracle, EmbeddingOracle
 
-__all__ = ["VerificationError", "VerificationReport", "verify_embedding", "verify_embedding_bag"]
+__all__ = [
+    "VerificationError",
+    "VerificationReport",
+    "run_verification",
+    "verify_embedding",
+    "verify_embedding_bag",
+]
 
 
 class VerificationError(AssertionError):
@@ -94,35 +110,6 @@ class VerificationReport:
         return f"{head}\n{self.failure}\n\nMinimal counterexample:\n{self.counterexample}"
 
 
-@contextlib.contextmanager
-def preserved_global_state() -> Iterator[None]:
-    """Restore torch's and Python's global state on exit, whatever the candidate changed.
-
-    Covers grad mode, the default dtype, the CPU and CUDA RNG states, Python's ``random``,
-    deterministic-algorithm flags, the TF32 flags and the float32 matmul precision.
-    """
-    grad = torch.is_grad_enabled()
-    default_dtype = torch.get_default_dtype()
-    det = torch.are_deterministic_algorithms_enabled()
-    det_warn = torch.is_deterministic_algorithms_warn_only_enabled()
-    tf32_matmul = torch.backends.cuda.matmul.allow_tf32
-    tf32_cudnn = torch.backends.cudnn.allow_tf32
-    precision = torch.get_float32_matmul_precision()
-    py_state = random.getstate()
-    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
-    with torch.random.fork_rng(devices=devices):
-        try:
-            yield
-        finally:
-            torch.set_grad_enabled(grad)
-            torch.set_default_dtype(default_dtype)
-            torch.use_deterministic_algorithms(det, warn_only=det_warn)
-            torch.backends.cuda.matmul.allow_tf32 = tf32_matmul
-            torch.backends.cudnn.allow_tf32 = tf32_cudnn
-            torch.set_float32_matmul_precision(precision)
-            random.setstate(py_state)
-
-
 def _resolve(
     dtypes: Sequence[torch.dtype] | None, devices: Sequence[str | torch.device] | None
 ) -> tuple[tuple[torch.dtype, ...], tuple[str, ...]]:
@@ -146,42 +133,53 @@ def _resolve(
     return tuple(dtypes), devs
 
 
-def _qualname(fn: Callable[..., Any]) -> str:
-    module = getattr(fn, "__module__", None) or ""
-    name = getattr(fn, "__qualname__", None) or repr(fn)
-    return f"{module}.{name}" if module else name
+def _check_budget(candidate: object, max_examples: object) -> None:
+    if not callable(candidate):
+        raise InvalidArgument(f"candidate={candidate!r} must be callable")
+    if isinstance(max_examples, bool) or not isinstance(max_examples, int) or max_examples < 1:
+        raise InvalidArgument(f"max_examples={max_examples!r} must be a positive int")
+
+
+def _with_invalid(
+    valid: st.SearchStrategy[Any], invalid: st.SearchStrategy[Any] | None
+) -> st.SearchStrategy[Any]:
+    """One example in five from ``invalid``; shrinking goes to 0, the valid branch."""
+    if invalid is None:
+        return valid
+    return st.integers(0, 4).flatmap(lambda k: invalid if k == 4 else valid)
 
 
 def run_verification(
-    check: Callable[[Any], float],
+    candidate: Callable[..., Any],
     cases: st.SearchStrategy[Any],
-    candidate_name: str,
+    oracle_for: OracleFactory,
     *,
+    backward: bool,
     options: tuple[str, ...],
     dtypes: tuple[torch.dtype, ...],
     devices: tuple[str, ...],
     max_examples: int,
     seed: int | None,
-    source: Callable[[Any, AssertionError], str],
+    runner: Runner = run_in_process,
 ) -> VerificationReport:
-    """Run ``check`` over ``cases`` with Hypothesis and summarize the outcome.
+    """Run the engine over ``cases`` with Hypothesis and summarize the outcome.
 
     Args:
-        check: raises ``AssertionError`` on failure, returns the worst error fraction.
-        cases: the strategy to draw from.
-        candidate_name: for the report.
+        candidate: the kernel under test.
+        cases: the strategy of cases to draw (:class:`~._check.CheckableCase`).
+        oracle_for: builds each call's oracle.
+        backward: also check gradients.
         options: for the report.
         dtypes: for the report.
         devices: for the report.
         max_examples: Hypothesis's example budget.
         seed: Hypothesis seed (``None``: a fresh random one, recorded in the report).
-        source: makes the repro snippet of a failing case.
+        runner: how the candidate is run.
 
     Returns:
         The report.
     """
-    if isinstance(max_examples, bool) or not isinstance(max_examples, int) or max_examples < 1:
-        raise InvalidArgument(f"max_examples={max_examples!r} must be a positive int")
+    _check_budget(candidate, max_examples)
     run_seed = seed if seed is not None else random.SystemRandom().randrange(2**32)
     state: dict[str, Any] = {"examples": 0, "failed": False, "worst": 0.0, "last": None}
 
@@ -196,11 +194,11 @@ def run_verification(
         report_multiple_bugs=False,
     )
     @given(cases)
-    def run(case: Any) -> None:
+    def run(case: CheckableCase) -> None:
         if not state["failed"]:
             state["examples"] += 1
         try:
-            worst = check(case)
+            worst = check_case(candidate, case, oracle_for, backward=backward, runner=runner)
         except AssertionError as exc:
             state["failed"] = True
             state["last"] = (case, exc)
@@ -234,9 +232,13 @@ def run_verification(
                 "\n(The failure did not reproduce when the example was run again: the candidate "
                 "is not deterministic, e.g. it reads uninitialised memory.)"
             )
-        counterexample = source(case, exc)
+        counterexample = (
+            exc.repro
+            if isinstance(exc, EquivalenceError) and exc.repro
+            else case.source("candidate", backward=backward, preamble=candidate_source(candidate))
+        )
     return VerificationReport(
-        candidate=candidate_name,
+        candidate=candidate_name(candidate),
         passed=passed,
         examples=state["examples"],
         counterexample=counterexample,
@@ -302,42 +304,24 @@ def verify_embedding(
         >>> report.passed
         False
     """
-    if not callable(candidate):
-        raise InvalidArgument(f"candidate={candidate!r} must be callable")
+    _check_budget(candidate, max_examples)
     opts = tuple(options)
     dts, devs = _resolve(dtypes, devices)
     valid = ees.embedding_cases(
         options=opts, dtype=st.sampled_from(dts), device=st.sampled_from(devs)
     )
-    cases: st.SearchStrategy[EmbeddingCase] = valid
+    invalid = None
     if "cpu" in devs:
         # Bad input only on the CPU: an out-of-range id on CUDA is a device-side assert that
         # leaves the CUDA context unusable for the rest of the process.
         invalid = ees.embedding_cases(
             options=opts, dtype=st.sampled_from(dts), device="cpu", invalid=True
         )
-        # One example in five is invalid input; shrinking goes to 0, the valid branch.
-        cases = st.integers(0, 4).flatmap(lambda k: invalid if k == 4 else valid)
-
-    def check(case: EmbeddingCase) -> float:
-        return assert_case_equivalent(candidate, case, backward=backward)
-
-    def source(case: EmbeddingCase, exc: AssertionError) -> str:
-        if isinstance(exc, EquivalenceError) and exc.repro:
-            return exc.repro
-        return _case_repro(candidate, case, backward)
-
+    cases: st.SearchStrategy[EmbeddingCase] = _with_invalid(valid, invalid)
     return run_verification(
-        check,
-        cases,
-        _qualname(candidate),
-        options=opts,
-        dtypes=dts,
-        devices=devs,
-        max_examples=max_examples,
-        seed=seed,
-        source=source,
-    )
+        candidate, cases, EmbeddingOracle.for_call, backward=backward, options=opts,
+        dtypes=dts, devices=devs, max_examples=max_examples, seed=seed,
+    )  # fmt: skip
 
 
 def verify_embedding_bag(
@@ -405,14 +389,11 @@ def verify_embedding_bag(
         >>> report.passed
         True
     """
-    if not callable(candidate):
-        raise InvalidArgument(f"candidate={candidate!r} must be callable")
+    _check_budget(candidate, max_examples)
     opts = tuple(options)
     mds = tuple(modes) if not isinstance(modes, str) else modes
     dts, devs = _resolve(dtypes, devices)
     ees.embedding_bag_cases(modes=mds, options=opts)  # refuses bad modes and options early
-    if isinstance(max_examples, bool) or not isinstance(max_examples, int) or max_examples < 1:
-        raise InvalidArgument(f"max_examples={max_examples!r} must be a positive int")
     run_seed = seed if seed is not None else random.SystemRandom().randrange(2**32)
     invalid: st.SearchStrategy[EmbeddingBagCase] | None = None
     if "cpu" in devs:
@@ -421,15 +402,6 @@ def verify_embedding_bag(
         invalid = ees.embedding_bag_cases(
             modes=mds, options=opts, dtype=st.sampled_from(dts), device="cpu", invalid=True
         )
-
-    def check(case: EmbeddingBagCase) -> float:
-        return assert_bag_case_equivalent(candidate, case, backward=backward)
-
-    def source(case: EmbeddingBagCase, exc: AssertionError) -> str:
-        if isinstance(exc, EquivalenceError) and exc.repro:
-            return exc.repro
-        return case.source("candidate", backward=backward)
-
     # One run per mode, each with its share of the examples: most bugs live in one mode, and
     # a single run over all modes can leave a mode with a handful of examples.
     share, extra = divmod(max_examples, len(mds))
@@ -440,26 +412,14 @@ def verify_embedding_bag(
             break
         valid = ees.embedding_bag_cases(
             modes=(mode,),
-            options=tuple(o for o in opts if _option_applies(o, mode)),
+            options=tuple(o for o in opts if option_applies(o, mode)),
             dtype=st.sampled_from(dts),
             device=st.sampled_from(devs),
         )
-        cases: st.SearchStrategy[EmbeddingBagCase] = valid
-        if invalid is not None:
-            bad = invalid
-            # One example in five is invalid input; shrinking goes to 0, the valid branch.
-            cases = st.integers(0, 4).flatmap(lambda k, v=valid, b=bad: b if k == 4 else v)
         report = run_verification(
-            check,
-            cases,
-            _qualname(candidate),
-            options=opts,
-            dtypes=dts,
-            devices=devs,
-            max_examples=budget,
-            seed=run_seed,
-            source=source,
-        )
+            candidate, _with_invalid(valid, invalid), BagOracle.for_call, backward=backward,
+            options=opts, dtypes=dts, devices=devs, max_examples=budget, seed=run_seed,
+        )  # fmt: skip
         reports.append(report)
         if not report.passed:
             break
@@ -478,12 +438,3 @@ def verify_embedding_bag(
         devices=devs,
         extra={"modes": mds},
     )
-
-
-def _option_applies(option: str, mode: str) -> bool:
-    """Whether ``F.embedding_bag`` accepts ``option`` with ``mode``."""
-    if option == "per_sample_weights":
-        return mode == "sum"
-    if option in ("scale_grad_by_freq", "sparse"):
-        return mode != "max"
-    return True

@@ -1,38 +1,4 @@
-r"""The exact float64 reference and the error bounds that the candidates are held to.
-
-The oracle is written from the definitions, with Python's exactly rounded ``math.fsum`` for
-every sum, and never calls an embedding kernel, so a bug in torch's own kernels is caught too.
-
-**Forward.** ``out[n] = W[ids[n]]`` copies a row: no arithmetic, so a correct forward is
-exact and the bound is zero. With ``max_norm`` the referenced rows are first rescaled to
-``r * max_norm / (||r||_p + 1e-7)`` when ``||r||_p > max_norm``; the candidate computes the
-norm in floating point, so there the bound is relative (see :func:`renorm_error_bound`).
-
-**Backward.** Row ``v`` of the weight's gradient is the sum of the ``k = count(v)`` upstream
-gradient rows whose id is ``v``:
-
-.. math:: g_v = \sum_{n:\,\mathrm{ids}_n = v} G_n .
-
-Any order of ``k - 1`` floating-point additions with unit roundoff at most ``u``, followed by
-at most one rounding to the output dtype, satisfies the recursive-summation bound (Higham,
-*Accuracy and Stability of Numerical Algorithms*, 2nd ed., eq. 4.4 and Lemma 3.1):
-
-.. math:: |\hat g_v - g_v| \le \gamma_k \sum_n |G_n|, \qquad
-          \gamma_k = \frac{k u}{1 - k u}\quad (k u < 1).
-
-``scale_grad_by_freq`` divides by ``k``: one rounding of ``1/k`` and one of the product (or of
-each scaled term) add two to the count, giving ``gamma_{k+2}``. The oracle itself rounds
-twice in float64 (the correctly rounded ``fsum`` and the division), which adds
-``2 u_{64} \sum |G_n| / k``; and a result in the subnormal range can lose up to half the
-smallest subnormal per rounding. Every gradient entry is therefore held to
-
-.. math:: |\hat g_{v,d} - g_{v,d}| \le \big(\gamma_{k+s}(u) + 2 u_{64}\big)
-          \frac{\sum_n |G_{n,d}|}{c} + (k + s)\,\eta ,
-
-with ``s = 2, c = k`` under ``scale_grad_by_freq`` (else ``s = 0, c = 1``), ``u`` the unit
-roundoff of the dtype (``eps / 2``: ``2^-11`` for float16, ``2^-8`` for bfloat16, ``2^-24``
-for float32, ``2^-53`` for float64) and ``eta`` half its smallest subnormal. The padding row
-and rows that no id references must be exactly zero. Nothing here is tuned by hand.
+r"""The exact float64 reference of ``F.embedding_bag`` and its derived error bounds.
 
 **Bags** (``F.embedding_bag``). Bag ``b`` holds the positions ``i`` of its ``k = k_b`` ids
 other than ``padding_idx``; its row is a reduction of the terms ``t_i = c_i x_i`` with
@@ -102,272 +68,35 @@ from __future__ import annotations
 import itertools
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from fractions import Fraction
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 
+from .._cases import Call
+from ..forms.options import BAG_MODES
+from .bounds import (
+    U64,
+    exact_sum,
+    gamma,
+    nan_max,
+    renorm_error_bound,
+    subnormal_loss,
+    sum_and_bound,
+    unit_roundoff,
+    within,
+)
+from .embedding import flat_ids, referenced_rows, renormed_table
+from .expected import ExpectedRows
+from .max_ties import search_assignment, tie_components
+
 __all__ = [
-    "MAX_TIE_SEARCH",
     "BagGradients",
+    "BagOracle",
     "embedding_bag_error_bound",
     "embedding_bag_gradient_error_bound",
-    "gamma",
-    "gradient_error_bound",
-    "reference_embedding",
     "reference_embedding_bag",
     "reference_embedding_bag_grad",
-    "reference_embedding_grad",
-    "renorm_error_bound",
-    "unit_roundoff",
 ]
-
-_U64 = 2.0**-53
-
-
-def unit_roundoff(dtype: torch.dtype) -> float:
-    """Unit roundoff ``u = eps / 2`` of a floating dtype: the largest relative rounding error.
-
-    Args:
-        dtype: a floating ``torch.dtype``.
-
-    Returns:
-        ``2**-11`` for float16, ``2**-8`` for bfloat16, ``2**-24`` for float32, ``2**-53`` for
-        float64.
-
-    Raises:
-        TypeError: ``dtype`` is not floating point.
-    """
-    if not dtype.is_floating_point:
-        raise TypeError(f"unit_roundoff: {dtype} is not a floating dtype")
-    return torch.finfo(dtype).eps / 2
-
-
-def gamma(k: int, u: float) -> float:
-    """Higham's ``gamma_k = k u / (1 - k u)``; ``inf`` when ``k u >= 1`` (no bound exists).
-
-    Args:
-        k: number of roundings.
-        u: unit roundoff.
-
-    Returns:
-        The constant of the recursive-summation bound.
-    """
-    ku = k * u
-    return math.inf if ku >= 1 else ku / (1 - ku)
-
-
-def _flat_ids(input: torch.Tensor) -> list[int]:
-    return [int(i) for i in input.detach().reshape(-1).cpu().tolist()]
-
-
-def _norm(row: list[float], p: float) -> float:
-    if math.isinf(p):
-        # NaN propagates, as in torch.linalg.vector_norm (Python's max would skip it unless it
-        # came first).
-        return _nan_max([abs(x) for x in row]) if row else 0.0
-    if p == 1:
-        return math.fsum(abs(x) for x in row)
-    if p == 2:
-        return math.sqrt(math.fsum(x * x for x in row))
-    return math.fsum(abs(x) ** p for x in row) ** (1 / p)
-
-
-def _renorm_row(row: list[float], max_norm: float, norm_type: float) -> list[float]:
-    """``row`` rescaled to ``max_norm / (norm + 1e-7)`` if its norm exceeds ``max_norm``."""
-    norm = _norm(row, norm_type)
-    if norm > max_norm:
-        scale = max_norm / (norm + 1e-7)
-        return [x * scale for x in row]
-    return row
-
-
-def _renormed_table(
-    weight: torch.Tensor, ids: list[int], max_norm: float | None, norm_type: float
-) -> torch.Tensor:
-    """The table in float64 on the CPU, with the rows in ``ids`` renormalized by ``max_norm``."""
-    table = weight.detach().to(device="cpu", dtype=torch.float64).clone()
-    if max_norm is not None:
-        for v in sorted(set(ids)):
-            row = table[v].tolist()
-            renormed = _renorm_row(row, max_norm, norm_type)
-            if renormed is not row:
-                table[v] = torch.tensor(renormed, dtype=torch.float64)
-    return table
-
-
-def reference_embedding(
-    input: torch.Tensor,
-    weight: torch.Tensor,
-    padding_idx: int | None = None,
-    max_norm: float | None = None,
-    norm_type: float = 2.0,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The exact forward in float64 on the CPU, and the table after ``max_norm``'s renorm.
-
-    ``padding_idx`` does not change the forward (the padding row is looked up like any other);
-    it is accepted so that a call's keyword arguments can be passed through unchanged.
-
-    Args:
-        input: ids of any shape ``(*batch)``, all in ``[0, V)``.
-        weight: ``(V, D)`` floating table (not modified).
-        padding_idx: ignored by the forward.
-        max_norm: rescale the referenced rows whose ``norm_type``-norm exceeds it.
-        norm_type: the ``p`` of the p-norm.
-
-    Returns:
-        ``(out, table)``: ``out`` of shape ``(*batch, D)`` and the (renormalized) ``(V, D)``
-        table, both float64 on the CPU.
-    """
-    del padding_idx
-    ids = _flat_ids(input)
-    table = _renormed_table(weight, ids, max_norm, norm_type)
-    rows = [table[v] for v in ids]
-    dim = table.shape[1]
-    out = torch.stack(rows) if rows else torch.zeros(0, dim, dtype=torch.float64)
-    return out.reshape(*input.shape, dim), table
-
-
-def reference_embedding_grad(
-    input: torch.Tensor,
-    grad_output: torch.Tensor,
-    num_embeddings: int,
-    padding_idx: int | None = None,
-    scale_grad_by_freq: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The weight's gradient in float64, with exactly rounded row sums.
-
-    Args:
-        input: ids of any shape ``(*batch)``.
-        grad_output: upstream gradient ``(*batch, D)``.
-        num_embeddings: ``V``.
-        padding_idx: row whose gradient is zero (negative counts from the end).
-        scale_grad_by_freq: divide row ``v`` by ``count(v)``.
-
-    Returns:
-        ``(grad, abs_sum, count)``: the ``(V, D)`` gradient, the ``(V, D)`` sums of
-        ``|grad_output|`` that the error bound scales with (already divided by the count
-        under ``scale_grad_by_freq``), and the ``(V,)`` id counts, all on the CPU.
-    """
-    ids = _flat_ids(input)
-    dim = grad_output.shape[-1] if grad_output.dim() > 0 else 0
-    g = grad_output.detach().to(device="cpu", dtype=torch.float64).reshape(len(ids), dim)
-    rows = g.tolist()
-    if padding_idx is not None and padding_idx < 0:
-        padding_idx += num_embeddings
-    groups: dict[int, list[int]] = defaultdict(list)
-    for n, v in enumerate(ids):
-        groups[v].append(n)
-    grad = torch.zeros(num_embeddings, dim, dtype=torch.float64)
-    abs_sum = torch.zeros(num_embeddings, dim, dtype=torch.float64)
-    count = torch.zeros(num_embeddings, dtype=torch.int64)
-    for v, positions in groups.items():
-        count[v] = len(positions)
-        if v == padding_idx:
-            continue
-        divisor = len(positions) if scale_grad_by_freq else 1
-        grad[v] = torch.tensor(
-            [math.fsum(rows[n][d] for n in positions) / divisor for d in range(dim)],
-            dtype=torch.float64,
-        )
-        abs_sum[v] = torch.tensor(
-            [math.fsum(abs(rows[n][d]) for n in positions) / divisor for d in range(dim)],
-            dtype=torch.float64,
-        )
-    return grad, abs_sum, count
-
-
-def gradient_error_bound(
-    input: torch.Tensor,
-    grad_output: torch.Tensor,
-    num_embeddings: int,
-    dtype: torch.dtype,
-    padding_idx: int | None = None,
-    scale_grad_by_freq: bool = False,
-) -> torch.Tensor:
-    """Per-element bound on ``|grad - exact|`` for a ``(V, D)`` embedding gradient in ``dtype``.
-
-    ``(gamma_{k+s}(u) + 2 u_64) * sum_n |G[n, d]| / c + (k + s) * eta`` for row ``v`` with
-    ``k = count(v)``; see the module documentation for the derivation. Zero for the padding row
-    and for rows that no id references (their gradient must be exactly zero).
-
-    Args:
-        input: ids of any shape ``(*batch)``.
-        grad_output: upstream gradient ``(*batch, D)``.
-        num_embeddings: ``V``.
-        dtype: dtype in which the candidate computes the gradient.
-        padding_idx: row that must have an exactly zero gradient.
-        scale_grad_by_freq: whether the gradient is divided by the id counts.
-
-    Returns:
-        ``(V, D)`` float64 tensor of bounds on the CPU.
-    """
-    _, abs_sum, count = reference_embedding_grad(
-        input, grad_output, num_embeddings, padding_idx, scale_grad_by_freq
-    )
-    return _bound_from_sums(abs_sum, count, dtype, padding_idx, scale_grad_by_freq)
-
-
-def _bound_from_sums(
-    abs_sum: torch.Tensor,
-    count: torch.Tensor,
-    dtype: torch.dtype,
-    padding_idx: int | None,
-    scale_grad_by_freq: bool,
-) -> torch.Tensor:
-    """:func:`gradient_error_bound` from the sums and counts of :func:`reference_embedding_grad`.
-
-    Lets a caller that already has the exact gradient avoid summing everything twice.
-    """
-    u = unit_roundoff(dtype)
-    eta = float(torch.finfo(dtype).smallest_normal) * torch.finfo(dtype).eps / 2
-    extra = 2 if scale_grad_by_freq else 0
-    k = count.to(torch.float64) + extra
-    ku = k * u  # gamma_k for every row at once; inf where k u >= 1 (no bound exists)
-    gam = torch.where(ku < 1, ku / (1 - ku), torch.full_like(ku, math.inf))
-    bound = (gam + 2 * _U64)[:, None] * abs_sum + (k * eta)[:, None]
-    bound[count == 0] = 0.0
-    if padding_idx is not None:
-        bound[padding_idx] = 0.0
-    return bound
-
-
-def renorm_error_bound(
-    weight: torch.Tensor, max_norm: float, dtype: torch.dtype | None = None
-) -> torch.Tensor:
-    """Per-element bound on a row renormalized by ``max_norm`` (relative to the original row).
-
-    The candidate computes ``||r||_p`` with at most ``D`` roundings in the accumulation and one
-    to the dtype (relative error ``gamma_{D+1}``), then multiplies by the scale (one more
-    rounding, and one for the scale itself): ``gamma_{D+3}(u) |r|``. When ``||r||_p`` lies
-    within that error of ``max_norm`` the candidate and the oracle may disagree on whether to
-    rescale at all; the scale then differs from 1 by at most that error plus
-    ``1e-7 / max_norm``, which is added. Plus ``2 u_64`` for the oracle's own roundings.
-
-    Args:
-        weight: the ``(V, D)`` table before the renorm.
-        max_norm: the renorm threshold.
-        dtype: dtype the candidate works in (default: the weight's).
-
-    Returns:
-        ``(V, D)`` float64 bounds on the CPU.
-    """
-    dt = dtype or weight.dtype
-    dim = weight.shape[1]
-    rel = gamma(dim + 3, unit_roundoff(dt)) + 2 * _U64
-    if max_norm > 0:
-        rel += 1e-7 / max_norm
-    w = weight.detach().to(device="cpu", dtype=torch.float64).abs()
-    return rel * w
-
-
-# --- EmbeddingBag ---------------------------------------------------------------------------
-
-#: Search steps allowed per tied component in the ``max`` gradient check (see above).
-MAX_TIE_SEARCH = 20_000
-
-_BAG_MODES = ("sum", "mean", "max")
 
 
 class BagGradients(NamedTuple):
@@ -379,30 +108,8 @@ class BagGradients(NamedTuple):
     """Of the input's shape: of ``per_sample_weights`` (``None`` without them)."""
 
 
-def _exact_sum(values: Iterable[float]) -> float:
-    """The correctly rounded sum; ``nan`` for ``inf - inf``, ``+-inf`` beyond float64's range."""
-    vals = list(values)
-    try:
-        return math.fsum(vals)
-    except ValueError:  # inf + -inf
-        return math.nan
-    except OverflowError:  # an intermediate sum left float64's range: redo it exactly
-        total = sum((Fraction(x) for x in vals), Fraction(0))
-        try:
-            return float(total)
-        except OverflowError:
-            return math.copysign(math.inf, total)
-
-
-def _nan_max(values: Sequence[float]) -> float:
-    """Maximum with NaN propagation (``torch.amax``): NaN if any value is NaN."""
-    if any(math.isnan(x) for x in values):
-        return math.nan
-    return max(values)
-
-
 def _column_sums(rows: list[list[float]], dim: int) -> list[float]:
-    return [_exact_sum(col) for col in zip(*rows, strict=True)] if rows else [0.0] * dim
+    return [exact_sum(col) for col in zip(*rows, strict=True)] if rows else [0.0] * dim
 
 
 def _finite(x: float) -> float:
@@ -417,8 +124,8 @@ def _check_bag_input(
     mode: str,
     per_sample_weights: torch.Tensor | None,
 ) -> None:
-    if mode not in _BAG_MODES:
-        raise ValueError(f"mode must be one of {_BAG_MODES}, got {mode!r}")
+    if mode not in BAG_MODES:
+        raise ValueError(f"mode must be one of {BAG_MODES}, got {mode!r}")
     if input.dtype.is_floating_point:
         raise TypeError(f"ids must be integers, got {input.dtype}")
     if input.dim() == 2:
@@ -441,7 +148,7 @@ def _check_bag_input(
             raise ValueError(f"offsets[-1] = {offs[-1]} is past the end of input ({n} ids)")
     else:
         raise ValueError(f"input must be 1-D or 2-D, got shape {tuple(input.shape)}")
-    ids = _flat_ids(input)
+    ids = flat_ids(input)
     if any(not 0 <= v < num_embeddings for v in ids):
         raise IndexError(f"an id lies outside [0, {num_embeddings})")
     if per_sample_weights is not None:
@@ -451,22 +158,49 @@ def _check_bag_input(
             raise ValueError("per_sample_weights must have the input's shape")
 
 
-class _BagProblem:
-    """One bag call, parsed once: the bags, the (renormalized) table and the bound constants."""
+class BagOracle:
+    """The exact reference of one ``F.embedding_bag`` call (the :class:`~.expected.Oracle` seam).
+
+    The call is parsed once: the bags, the referenced rows (renormalized by ``max_norm``) and
+    the constants of the bounds. Takes ``F.embedding_bag``'s arguments; ``sparse`` (and any
+    other option that does not change the values) is accepted and ignored.
+
+    Args:
+        input: ids, ``(N,)`` with ``offsets`` or ``(B, L)`` without, all in ``[0, V)``.
+        weight: the ``(V, D)`` table before the call (with ``max_norm`` pass a copy).
+        offsets: bag starts (``(B + 1,)`` with ``include_last_offset``), or ``None``.
+        mode: ``"sum"``, ``"mean"`` or ``"max"``.
+        max_norm: renorm threshold, or ``None``.
+        norm_type: the ``p`` of the p-norm.
+        scale_grad_by_freq: divide row ``v``'s gradient by its count in the bags.
+        per_sample_weights: weights of the input's shape (``mode="sum"``), or ``None``.
+        include_last_offset: ``offsets`` ends with the end of the last bag.
+        padding_idx: row left out of every bag (negative counts from the end).
+        dtype: dtype the candidate computes in (default: the weight's).
+        **_: ignored options (``sparse``).
+
+    Raises:
+        ValueError: offsets, ranks, mode or ``per_sample_weights`` that the reference refuses.
+        IndexError: an id outside ``[0, V)``.
+    """
+
+    output_shape_text = "(B, D)"
 
     def __init__(
         self,
         input: torch.Tensor,
         weight: torch.Tensor,
-        offsets: torch.Tensor | None,
-        max_norm: float | None,
-        norm_type: float,
-        scale_grad_by_freq: bool,
-        mode: str,
-        per_sample_weights: torch.Tensor | None,
-        include_last_offset: bool,
-        padding_idx: int | None,
-        dtype: torch.dtype | None,
+        offsets: torch.Tensor | None = None,
+        *,
+        mode: str = "mean",
+        max_norm: float | None = None,
+        norm_type: float = 2.0,
+        scale_grad_by_freq: bool = False,
+        per_sample_weights: torch.Tensor | None = None,
+        include_last_offset: bool = False,
+        padding_idx: int | None = None,
+        dtype: torch.dtype | None = None,
+        **_: Any,
     ) -> None:
         num_embeddings, dim = weight.shape
         _check_bag_input(
@@ -474,7 +208,7 @@ class _BagProblem:
         )
         if padding_idx is not None and padding_idx < 0:
             padding_idx += num_embeddings
-        ids = _flat_ids(input)
+        ids = flat_ids(input)
         if input.dim() == 2:
             count, length = input.shape
             starts = [b * length for b in range(count)]
@@ -498,34 +232,32 @@ class _BagProblem:
             [i for i in range(lo, hi) if ids[i] != padding_idx]
             for lo, hi in zip(starts, bounds, strict=True)
         ]
-        self.psw: list[float] | None = None
+        self.sample_weights: list[float] | None = None
         if per_sample_weights is not None:
-            self.psw = [float(x) for x in per_sample_weights.detach().reshape(-1).cpu().tolist()]
+            weights = per_sample_weights.detach().reshape(-1).cpu().tolist()
+            self.sample_weights = [float(x) for x in weights]
         self._weight = weight
         self._max_norm = max_norm
         self._norm_type = norm_type
         self._table: torch.Tensor | None = None
         referenced = sorted({ids[i] for bag in self.bags for i in bag})
         #: the (renormalized) float64 rows of the table that some bag references
-        self.rows: dict[int, list[float]] = {}
-        if referenced:
-            index = torch.tensor(referenced, device=weight.device)
-            values = weight.detach()[index].to(device="cpu", dtype=torch.float64).tolist()
-            if max_norm is not None:
-                values = [_renorm_row(row, max_norm, norm_type) for row in values]
-            self.rows = dict(zip(referenced, values, strict=True))
-        self.rb: dict[int, list[float]] | None = None
+        values = referenced_rows(weight, referenced, max_norm, norm_type).tolist()
+        self.rows: dict[int, list[float]] = dict(zip(referenced, values, strict=True))
+        dt = dtype or weight.dtype
+        self.renorm_bounds: dict[int, list[float]] | None = None
         if max_norm is not None and referenced:
-            bound = renorm_error_bound(weight[referenced], max_norm, dtype or weight.dtype)
-            self.rb = {
+            originals = referenced_rows(weight, referenced, None, norm_type)
+            bound = renorm_error_bound(originals, max_norm, dt)
+            self.renorm_bounds = {
                 v: [_finite(x) for x in row]
                 for v, row in zip(referenced, bound.tolist(), strict=True)
             }
-        dt = dtype or weight.dtype
+        self.dtype = dt
         self.u = unit_roundoff(dt)
-        self.eta = float(torch.finfo(dt).smallest_normal) * torch.finfo(dt).eps / 2
+        self.eta = subnormal_loss(dt)
         #: extra roundings per term (besides the k of a plain sum)
-        self.extra = 2 if mode == "mean" else (1 if self.psw is not None else 0)
+        self.extra_roundings = 2 if mode == "mean" else int(self.sample_weights is not None)
         #: how often each row occurs in the bags (scale_grad_by_freq's divisor)
         self.counts: dict[int, int] = defaultdict(int)
         for i in range(end):
@@ -535,20 +267,65 @@ class _BagProblem:
     def table(self) -> torch.Tensor:
         """The whole ``(V, D)`` table in float64 after ``max_norm`` (computed on first use)."""
         if self._table is None:
-            self._table = _renormed_table(self._weight, self.ids, self._max_norm, self._norm_type)
+            self._table = renormed_table(self._weight, self.ids, self._max_norm, self._norm_type)
         return self._table
 
-    def _coef(self, i: int) -> float:
-        return 1.0 if self.psw is None else self.psw[i]
+    # -- the Oracle seam ----------------------------------------------------------------------
 
-    def _rb(self, v: int) -> list[float]:
-        return self.rb[v] if self.rb is not None else [0.0] * self.dim
+    @classmethod
+    def for_call(cls, call: Call) -> BagOracle:
+        """The oracle of ``call`` (its ``weight`` must be the table as it was before the call)."""
+        return cls(call.input, call.weight, call.offsets, **call.kwargs)
+
+    def output(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The exact ``(B, D)`` reduction and its bound (signs of zeros are not compared)."""
+        return self.forward()
+
+    def renormed(self) -> ExpectedRows | None:
+        """Every row referenced anywhere in ``input`` after the renorm; the rest untouched."""
+        if self._max_norm is None:
+            return None
+        rows = sorted(set(self.ids))
+        values = referenced_rows(self._weight, rows, self._max_norm, self._norm_type)
+        originals = referenced_rows(self._weight, rows, None, self._norm_type)
+        bound = renorm_error_bound(originals, self._max_norm, self.dtype)
+        return ExpectedRows(rows, values, bound, self.num_embeddings, rest=self._weight)
+
+    def weight_grad(self, grad_output: torch.Tensor) -> ExpectedRows:
+        """The table's gradient on the referenced rows (``max``: first maximum of each bag)."""
+        rows, grad, bound = self.weight_grad_rows(grad_output)
+        return ExpectedRows(rows, grad, bound, self.num_embeddings)
+
+    def weight_grad_explaining(
+        self, grad_output: torch.Tensor, actual: torch.Tensor
+    ) -> ExpectedRows | None:
+        """``max`` only: the assignment of tied bags to rows that explains ``actual``."""
+        if self.mode != "max":
+            return None
+        rows, grad, bound = self.max_grad_matching(grad_output, actual)
+        return ExpectedRows(
+            rows, grad, bound, self.num_embeddings,
+            note=" (in max mode any maximizing row of a bag may take its gradient; no such "
+            "choice explains this one)",
+        )  # fmt: skip
+
+    def per_sample_weights_grad(
+        self, grad_output: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The gradient of ``per_sample_weights`` and its bound, or ``None`` without them."""
+        return None if self.sample_weights is None else self.psw_grad(grad_output)
+
+    def _coefficient(self, i: int) -> float:
+        return 1.0 if self.sample_weights is None else self.sample_weights[i]
+
+    def _renorm_bound(self, v: int) -> list[float]:
+        return self.renorm_bounds[v] if self.renorm_bounds is not None else [0.0] * self.dim
 
     # -- forward -----------------------------------------------------------------------------
 
     def forward(self) -> tuple[torch.Tensor, torch.Tensor]:
         """``(out, bound)``, both ``(B, D)`` float64."""
-        dim, u, eta, s = self.dim, self.u, self.eta, self.extra
+        dim, u, eta, s = self.dim, self.u, self.eta, self.extra_roundings
         out: list[list[float]] = []
         bound: list[list[float]] = []
         for bag in self.bags:
@@ -558,12 +335,12 @@ class _BagProblem:
                 bound.append([0.0] * dim)
                 continue
             xs = [self.rows[self.ids[i]] for i in bag]
-            rbs = [self._rb(self.ids[i]) for i in bag]
+            rbs = [self._renorm_bound(self.ids[i]) for i in bag]
             if self.mode == "max":
-                values = [_nan_max(col) for col in zip(*xs, strict=True)]
+                values = [nan_max(col) for col in zip(*xs, strict=True)]
                 slack = [max(col) for col in zip(*rbs, strict=True)]
             else:
-                cs = [self._coef(i) for i in bag]
+                cs = [self._coefficient(i) for i in bag]
                 values = _column_sums(
                     [[c * x for x in row] for c, row in zip(cs, xs, strict=True)], dim
                 )
@@ -581,7 +358,7 @@ class _BagProblem:
                     values = [x / k for x in values]
                     mag = [x / k for x in mag]
                     pert = [x / k for x in pert]
-                g = gamma(k + s, u) + gamma(s + 1, _U64)
+                g = gamma(k + s, u) + gamma(s + 1, U64)
                 slack = [g * a + r + (k + s) * eta for a, r in zip(mag, pert, strict=True)]
             out.append(values)
             bound.append(
@@ -623,19 +400,19 @@ class _BagProblem:
                         terms[cands[0]].append(g[b][d])
                 for v, ts in terms.items():
                     r = position[v]
-                    grad[r][d], bound[r][d] = _sum_and_bound(ts, 0, self.u, self.eta)
+                    grad[r][d], bound[r][d] = sum_and_bound(ts, 0, self.u, self.eta)
         else:
-            s = self.extra + (2 if self.scale_grad_by_freq else 0)
+            s = self.extra_roundings + (2 if self.scale_grad_by_freq else 0)
             for v, occ in self._occurrences().items():
                 k = len(occ)
                 if self.mode == "mean":
                     terms_ = [[x / len(self.bags[b]) for x in g[b]] for b, _ in occ]
                 else:
-                    terms_ = [[self._coef(i) * x for x in g[b]] for b, i in occ]
+                    terms_ = [[self._coefficient(i) * x for x in g[b]] for b, i in occ]
                 sums = _column_sums(terms_, self.dim)
                 mags = _column_sums([[abs(x) for x in row] for row in terms_], self.dim)
                 div = self.counts[v] if self.scale_grad_by_freq else 1
-                gam = gamma(k + s, self.u) + gamma(s + 1, _U64)
+                gam = gamma(k + s, self.u) + gamma(s + 1, U64)
                 r = position[v]
                 grad[r] = [x / div for x in sums]
                 bound[r] = [
@@ -659,7 +436,7 @@ class _BagProblem:
             result.append(out)
         return tuple(result)
 
-    def weight_grad(self, grad_output: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def weight_grad_full(self, grad_output: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(grad, bound)`` of the table, ``(V, D)``; ``max``: first maximum of each bag."""
         rows, grad, bound = self.weight_grad_rows(grad_output)
         full_grad, full_bound = self.full(rows, grad, bound)
@@ -672,13 +449,13 @@ class _BagProblem:
         grad = [0.0] * n
         bound = [0.0] * n
         d = self.dim
-        gam = gamma(d + 1, self.u) + gamma(2, _U64)
+        gam = gamma(d + 1, self.u) + gamma(2, U64)
         for b, bag in enumerate(self.bags):
             for i in bag:
-                x, r = self.rows[self.ids[i]], self._rb(self.ids[i])
-                value = _exact_sum(a * c for a, c in zip(x, g[b], strict=True))
-                mag = _exact_sum((abs(a) + e) * abs(c) for a, e, c in zip(x, r, g[b], strict=True))
-                pert = _exact_sum(e * abs(c) for e, c in zip(r, g[b], strict=True))
+                x, r = self.rows[self.ids[i]], self._renorm_bound(self.ids[i])
+                value = exact_sum(a * c for a, c in zip(x, g[b], strict=True))
+                mag = exact_sum((abs(a) + e) * abs(c) for a, e, c in zip(x, r, g[b], strict=True))
+                pert = exact_sum(e * abs(c) for e, c in zip(r, g[b], strict=True))
                 grad[i] = value
                 bound[i] = gam * mag + pert + (d + 1) * self.eta if math.isfinite(value) else 0.0
         shape = self.input_shape
@@ -700,7 +477,8 @@ class _BagProblem:
         result: list[tuple[list[int], int]] = []
         for bag in self.bags:
             entries = [
-                (self.ids[i], self.rows[self.ids[i]][d], self._rb(self.ids[i])[d]) for i in bag
+                (self.ids[i], self.rows[self.ids[i]][d], self._renorm_bound(self.ids[i])[d])
+                for i in bag
             ]
             if not entries:
                 result.append(([], -1))
@@ -742,196 +520,18 @@ class _BagProblem:
                     fixed[c[0]].append(g[b][d])
             column = target_rows[:, d].tolist()
             target = {v: column[position[v]] for v in rows}
-            for comp_rows, comp_bags in _tie_components(tied):
+            for comp_rows, comp_bags in tie_components(tied):
                 if all(
-                    _within(target[v], float(grad[position[v], d]), float(bound[position[v], d]))
+                    within(target[v], float(grad[position[v], d]), float(bound[position[v], d]))
                     for v in comp_rows
                 ):
                     continue
-                found = _search_assignment(comp_rows, comp_bags, fixed, target, self.u, self.eta)
+                found = search_assignment(comp_rows, comp_bags, fixed, target, self.u, self.eta)
                 if found is None:
                     continue
                 for v, (value, slack) in found.items():
                     grad[position[v], d], bound[position[v], d] = value, slack
         return rows, grad, bound
-
-
-def _sum_and_bound(terms: list[float], s: int, u: float, eta: float) -> tuple[float, float]:
-    """Exact sum of ``terms`` and its bound ``(gamma_{k+s}(u) + gamma_{s+1}(u64)) A + k eta``."""
-    k = len(terms)
-    value = _exact_sum(terms)
-    if not math.isfinite(value):
-        return value, 0.0
-    mag = _exact_sum(abs(t) for t in terms)
-    return value, (gamma(k + s, u) + gamma(s + 1, _U64)) * mag + (k + s) * eta
-
-
-def _within(actual: float, expected: float, bound: float) -> bool:
-    if math.isnan(actual) and math.isnan(expected):
-        return True
-    return actual == expected or abs(actual - expected) <= bound
-
-
-_Tied = tuple[float, list[int], int]  # (upstream gradient, candidate rows, last maximizer)
-
-
-def _tie_components(tied: list[_Tied]) -> list[tuple[list[int], list[_Tied]]]:
-    """Group tied bags whose candidate rows overlap (union-find over rows)."""
-    parent: dict[int, int] = {}
-
-    def find(v: int) -> int:
-        parent.setdefault(v, v)
-        while parent[v] != v:
-            parent[v] = parent[parent[v]]
-            v = parent[v]
-        return v
-
-    for _, cands, _ in tied:
-        for v in cands[1:]:
-            parent[find(v)] = find(cands[0])
-    groups: dict[int, tuple[list[int], list[_Tied]]] = {}
-    for item in tied:
-        root = find(item[1][0])
-        groups.setdefault(root, ([], []))[1].append(item)
-    for v in list(parent):
-        root = find(v)
-        if root in groups:
-            groups[root][0].append(v)
-    return list(groups.values())
-
-
-def _search_assignment(
-    rows: list[int],
-    bags: list[_Tied],
-    fixed: dict[int, list[float]],
-    target: dict[int, float],
-    u: float,
-    eta: float,
-) -> dict[int, tuple[float, float]] | None:
-    """Search for an assignment of the tied ``bags`` to rows that matches ``target``.
-
-    Tries the last maximizer of every bag first (a scatter kernel's choice), then a
-    depth-first search pruned by the interval that the unassigned bags can still add to each
-    row. Returns the exact value and bound of each row under the first matching assignment,
-    or ``None`` if none matches. Past :data:`MAX_TIE_SEARCH` steps it checks what every
-    valid assignment satisfies instead (the component's total is conserved, and each row
-    lies in its interval): if that holds the rows are accepted (infinite bound), never a
-    false alarm; if not, ``None``.
-    """
-    n = len(bags)
-    assigned: dict[int, list[float]] = {v: list(fixed.get(v, ())) for v in rows}
-
-    def leaf() -> dict[int, tuple[float, float]] | None:
-        result = {v: _sum_and_bound(assigned[v], 0, u, eta) for v in rows}
-        if all(_within(target[v], *result[v]) for v in rows):
-            return result
-        return None
-
-    for g, _, last in bags:
-        assigned[last].append(g)
-    found = leaf()
-    if found is not None:
-        return found
-    assigned = {v: list(fixed.get(v, ())) for v in rows}
-    # Per row: what the bags from t on can still add at least / at most.
-    lo = {v: [0.0] * (n + 1) for v in rows}
-    hi = {v: [0.0] * (n + 1) for v in rows}
-    for t in range(n - 1, -1, -1):
-        g, cands, _ = bags[t]
-        for v in rows:
-            add = v in cands
-            lo[v][t] = lo[v][t + 1] + (min(g, 0.0) if add else 0.0)
-            hi[v][t] = hi[v][t + 1] + (max(g, 0.0) if add else 0.0)
-    reach = {
-        v: _exact_sum(abs(x) for x in fixed.get(v, ())) + sum(abs(g) for g, c, _ in bags if v in c)
-        for v in rows
-    }
-    kmax = {v: len(fixed.get(v, ())) + sum(1 for _, c, _ in bags if v in c) for v in rows}
-    # Sound pruning: the loosest bound a row can get, plus float64 slack for the naive sums.
-    slack = {
-        v: (gamma(kmax[v], u) + gamma(1, _U64) + 4 * (kmax[v] + 1) * _U64) * reach[v]
-        + kmax[v] * eta
-        for v in rows
-    }
-    partial = {v: math.fsum(assigned[v]) for v in rows}
-    steps = 0
-
-    def feasible(t: int) -> bool:
-        return all(
-            math.isnan(target[v])
-            or partial[v] + lo[v][t] - slack[v] <= target[v] <= partial[v] + hi[v][t] + slack[v]
-            for v in rows
-        )
-
-    def visit(t: int) -> dict[int, tuple[float, float]] | None:
-        nonlocal steps
-        steps += 1
-        if steps > MAX_TIE_SEARCH:
-            raise _SearchExhausted
-        if t == n:
-            return leaf()
-        if not feasible(t):
-            return None
-        g, cands, _ = bags[t]
-        for v in cands:
-            saved = partial[v]
-            assigned[v].append(g)
-            partial[v] = saved + g
-            found = visit(t + 1)
-            assigned[v].pop()
-            partial[v] = saved  # restored exactly, so that no rounding drifts
-            if found is not None:
-                return found
-        return None
-
-    try:
-        return visit(0)
-    except _SearchExhausted:
-        pass
-    # Too many assignments to try: accept only what every valid assignment satisfies.
-    partial = {v: math.fsum(fixed.get(v, ())) for v in rows}  # the search left it mid-way
-    terms = [x for v in rows for x in fixed.get(v, ())] + [g for g, _, _ in bags]
-    total = _exact_sum(terms)
-    count = len(terms)
-    total_bound = (gamma(count, u) + gamma(2, _U64)) * _exact_sum(map(abs, terms)) + count * eta
-    actual = _exact_sum(target[v] for v in rows)
-    if not _within(actual, total, total_bound) or not feasible(0):
-        return None
-    return {v: (target[v], math.inf) for v in rows}
-
-
-class _SearchExhausted(Exception):
-    pass
-
-
-def _problem(
-    input: torch.Tensor,
-    weight: torch.Tensor,
-    offsets: torch.Tensor | None = None,
-    max_norm: float | None = None,
-    norm_type: float = 2.0,
-    scale_grad_by_freq: bool = False,
-    mode: str = "mean",
-    sparse: bool = False,
-    per_sample_weights: torch.Tensor | None = None,
-    include_last_offset: bool = False,
-    padding_idx: int | None = None,
-    dtype: torch.dtype | None = None,
-) -> _BagProblem:
-    del sparse
-    return _BagProblem(
-        input,
-        weight,
-        offsets,
-        max_norm,
-        norm_type,
-        scale_grad_by_freq,
-        mode,
-        per_sample_weights,
-        include_last_offset,
-        padding_idx,
-        dtype,
-    )
 
 
 def reference_embedding_bag(
@@ -977,9 +577,11 @@ def reference_embedding_bag(
         ValueError: offsets, ranks, mode or ``per_sample_weights`` that the reference refuses.
         IndexError: an id outside ``[0, V)``.
     """
-    problem = _problem(
-        input, weight, offsets, max_norm, norm_type, scale_grad_by_freq, mode, sparse,
-        per_sample_weights, include_last_offset, padding_idx,
+    del sparse  # the values are the same
+    problem = BagOracle(
+        input, weight, offsets, mode=mode, max_norm=max_norm, norm_type=norm_type,
+        per_sample_weights=per_sample_weights, include_last_offset=include_last_offset,
+        padding_idx=padding_idx, scale_grad_by_freq=scale_grad_by_freq,
     )  # fmt: skip
     return problem.forward()[0], problem.table
 
@@ -1023,9 +625,11 @@ def embedding_bag_error_bound(
     Returns:
         ``(B, D)`` float64 bounds on the CPU.
     """
-    problem = _problem(
-        input, weight, offsets, max_norm, norm_type, scale_grad_by_freq, mode, sparse,
-        per_sample_weights, include_last_offset, padding_idx, dtype,
+    del sparse  # the values are the same
+    problem = BagOracle(
+        input, weight, offsets, mode=mode, max_norm=max_norm, norm_type=norm_type,
+        per_sample_weights=per_sample_weights, include_last_offset=include_last_offset,
+        padding_idx=padding_idx, scale_grad_by_freq=scale_grad_by_freq, dtype=dtype,
     )  # fmt: skip
     return problem.forward()[1]
 
@@ -1074,11 +678,13 @@ def reference_embedding_bag_grad(
         :class:`BagGradients` of the table ``(V, D)`` and of ``per_sample_weights`` (or
         ``None``), float64 on the CPU.
     """
-    problem = _problem(
-        input, weight, offsets, max_norm, norm_type, scale_grad_by_freq, mode, sparse,
-        per_sample_weights, include_last_offset, padding_idx,
+    del sparse  # the values are the same
+    problem = BagOracle(
+        input, weight, offsets, mode=mode, max_norm=max_norm, norm_type=norm_type,
+        per_sample_weights=per_sample_weights, include_last_offset=include_last_offset,
+        padding_idx=padding_idx, scale_grad_by_freq=scale_grad_by_freq,
     )  # fmt: skip
-    grad, _ = problem.weight_grad(grad_output)
+    grad, _ = problem.weight_grad_full(grad_output)
     psw = problem.psw_grad(grad_output)[0] if per_sample_weights is not None else None
     return BagGradients(grad, psw)
 
@@ -1127,10 +733,12 @@ def embedding_bag_gradient_error_bound(
     Returns:
         :class:`BagGradients` of float64 bounds on the CPU.
     """
-    problem = _problem(
-        input, weight, offsets, max_norm, norm_type, scale_grad_by_freq, mode, sparse,
-        per_sample_weights, include_last_offset, padding_idx, dtype,
+    del sparse  # the values are the same
+    problem = BagOracle(
+        input, weight, offsets, mode=mode, max_norm=max_norm, norm_type=norm_type,
+        per_sample_weights=per_sample_weights, include_last_offset=include_last_offset,
+        padding_idx=padding_idx, scale_grad_by_freq=scale_grad_by_freq, dtype=dtype,
     )  # fmt: skip
-    _, bound = problem.weight_grad(grad_output)
+    _, bound = problem.weight_grad_full(grad_output)
     psw = problem.psw_grad(grad_output)[1] if per_sample_weights is not None else None
     return BagGradients(bound, psw)

@@ -1,0 +1,457 @@
+"""The verification engine: one call, run by a runner, judged against an oracle.
+
+Every verifier and every assertion helper goes through here, in four steps:
+
+1. a :class:`~embedding_equivalence._cases.Call` is built (from a drawn case, or from the
+   tensors a user passed);
+2. an **oracle** (:class:`~embedding_equivalence.oracle.expected.Oracle`) is built from the
+   call's tensors *before* the candidate runs;
+3. a **runner** (:data:`Runner`) runs the candidate, forward and backward, and returns an
+   :class:`Outcome`: plain results or the exception, never a half-finished state.
+   :func:`run_in_process` runs it here; a sharded verifier runs it on every rank of a process
+   group and gathers the outcomes;
+4. :func:`judge` compares the outcome with the oracle and raises
+   :class:`EquivalenceError` with the first difference, its position, both values, the bound
+   and a repro snippet, or returns the largest ``|error| / bound``.
+
+Runner and oracle are the two seams: a new verifier brings its own and reuses the rest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import random
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+
+from ._cases import Call
+from ._repro import candidate_source, describe_call, format_float
+from .oracle.expected import ExpectedRows, Oracle
+
+__all__ = [
+    "CheckableCase",
+    "EquivalenceError",
+    "Outcome",
+    "Runner",
+    "check_call",
+    "check_case",
+    "compare_exact_or_bounded",
+    "judge",
+    "preserved_global_state",
+    "run_in_process",
+]
+
+
+class EquivalenceError(AssertionError):
+    """A candidate's output, gradient or side effect differs from the exact reference.
+
+    Attributes:
+        worst: the largest ``|error| / bound`` seen (``inf`` for an exact check that failed).
+        repro: a runnable Python snippet that reproduces the failure.
+    """
+
+    def __init__(self, message: str, repro: str = "", worst: float = math.inf) -> None:
+        super().__init__(message + (f"\n\nRepro:\n{repro}" if repro else ""))
+        self.repro = repro
+        self.worst = worst
+
+
+# --- running ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    """What running a candidate on one call produced.
+
+    Attributes:
+        output: what the candidate returned (anything: the judge checks it is a tensor).
+        error: the exception the candidate raised, or ``None``.
+        stage: where it raised: ``"forward"`` or ``"backward"``.
+        requires_grad: whether the output was connected to the autograd graph.
+        weight_grad: ``weight.grad`` after the backward pass (dense or sparse), or ``None``.
+        per_sample_weights_grad: ``per_sample_weights.grad`` after the backward pass.
+        table: the table after the call (``max_norm`` renormalizes it in place).
+    """
+
+    output: object = None
+    error: BaseException | None = None
+    stage: str | None = None
+    requires_grad: bool = False
+    weight_grad: torch.Tensor | None = None
+    per_sample_weights_grad: torch.Tensor | None = None
+    table: torch.Tensor | None = None
+
+
+#: Runs a candidate on a call and reports what happened (the first seam).
+Runner = Callable[[Callable[..., Any], Call], Outcome]
+
+
+def run_in_process(candidate: Callable[..., Any], call: Call) -> Outcome:
+    """Run ``candidate`` on ``call`` in this process: forward, then backward if asked.
+
+    The backward pass runs when ``call.grad_output`` is set and the output is a tensor that
+    requires grad. Exceptions are caught and recorded with their stage.
+
+    Args:
+        candidate: the kernel under test.
+        call: the call; its tensors are used (and modified) as they are.
+
+    Returns:
+        The :class:`Outcome`.
+    """
+    try:
+        out = candidate(*call.args, **call.kwargs)
+    except Exception as exc:  # the judge decides whether raising was right
+        return Outcome(error=exc, stage="forward")
+    outcome = Outcome(output=out, table=call.weight.detach())
+    if call.grad_output is None or not isinstance(out, torch.Tensor):
+        return outcome
+    outcome.requires_grad = out.requires_grad
+    if not out.requires_grad:
+        return outcome
+    try:
+        out.backward(call.grad_output)
+    except Exception as exc:
+        outcome.error, outcome.stage = exc, "backward"
+        return outcome
+    outcome.weight_grad = call.weight.grad
+    psw = call.per_sample_weights
+    outcome.per_sample_weights_grad = None if psw is None else psw.grad
+    return outcome
+
+
+@contextlib.contextmanager
+def preserved_global_state() -> Iterator[None]:
+    """Restore torch's and Python's global state on exit, whatever the candidate changed.
+
+    Covers grad mode, the default dtype, the CPU and CUDA RNG states, Python's ``random``,
+    deterministic-algorithm flags, the TF32 flags and the float32 matmul precision.
+    """
+    grad = torch.is_grad_enabled()
+    default_dtype = torch.get_default_dtype()
+    det = torch.are_deterministic_algorithms_enabled()
+    det_warn = torch.is_deterministic_algorithms_warn_only_enabled()
+    tf32_matmul = torch.backends.cuda.matmul.allow_tf32
+    tf32_cudnn = torch.backends.cudnn.allow_tf32
+    precision = torch.get_float32_matmul_precision()
+    py_state = random.getstate()
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+    with torch.random.fork_rng(devices=devices):
+        try:
+            yield
+        finally:
+            torch.set_grad_enabled(grad)
+            torch.set_default_dtype(default_dtype)
+            torch.use_deterministic_algorithms(det, warn_only=det_warn)
+            torch.backends.cuda.matmul.allow_tf32 = tf32_matmul
+            torch.backends.cudnn.allow_tf32 = tf32_cudnn
+            torch.set_float32_matmul_precision(precision)
+            random.setstate(py_state)
+
+
+# --- comparing --------------------------------------------------------------------------------
+
+
+def compare_exact_or_bounded(
+    what: str,
+    actual: torch.Tensor,
+    expected: torch.Tensor,
+    bound: torch.Tensor | None,
+) -> tuple[str | None, float]:
+    """Compare ``actual`` with the float64 ``expected`` elementwise.
+
+    With ``bound=None`` the comparison is exact, signed zeros included (``-0.0`` differs from
+    ``0.0``); two NaNs are equal. With a bound, ``|actual - expected| <= bound`` must hold
+    (equal infinities and two NaNs pass).
+
+    Args:
+        what: name used in the message, e.g. ``"out"`` or ``"weight.grad"``.
+        actual: the candidate's tensor (any dtype/device).
+        expected: the reference (float64, CPU).
+        bound: per-element bound or ``None`` for an exact check.
+
+    Returns:
+        ``(message, worst)``: ``message`` is ``None`` when every element passes; ``worst`` is
+        the largest ``|error| / bound`` over elements with a positive bound.
+    """
+    a = actual.detach().to(device="cpu", dtype=torch.float64)
+    e = expected.to(torch.float64)
+    same = (a == e) | (a.isnan() & e.isnan())
+    diff = (a - e).abs()
+    if bound is None:
+        ok = same & ((a != 0) | (a.signbit() == e.signbit()))
+        worst = 0.0 if bool(ok.all()) else math.inf
+    else:
+        ok = same | (diff <= bound)
+        positive = bound > 0
+        differs = positive & ~same
+        worst = float((diff[differs] / bound[differs]).max()) if bool(differs.any()) else 0.0
+        if not bool(ok.all()):
+            worst = math.inf if not bool(ok[~positive].all()) else max(worst, 1.0 + 1e-16)
+    if bool(ok.all()):
+        return None, worst
+    index = tuple((~ok).nonzero()[0].tolist())
+    pos = "[" + ", ".join(map(str, index)) + "]"
+    av, ev = float(a[index]), float(e[index])
+    kind = "exactly" if bound is None else f"within {format_float(float(bound[index]))}"
+    count = int((~ok).sum())
+    return (
+        f"{what}{pos} = {format_float(av)}, but the exact value is {format_float(ev)} (must "
+        f"match {kind}; {count} of {ok.numel()} elements differ)",
+        worst,
+    )
+
+
+def compare_rows(
+    what: str, actual: torch.Tensor, expected: ExpectedRows
+) -> tuple[str | None, float]:
+    """:func:`compare_exact_or_bounded` for a ``(V, D)`` tensor known exactly off its rows.
+
+    A fast pass in ``actual``'s own dtype checks the rows off ``expected.rows`` (a table of
+    262,144 rows would otherwise be converted to float64 a few times per example), and the
+    bounded comparison runs on the rows only. Any failure is compared again on the whole
+    tensor, so that the message names the true first position.
+    """
+    a = actual.detach()
+    index = torch.tensor(expected.rows, dtype=torch.int64, device=a.device)
+    if expected.rest is None:  # count_nonzero: one pass, no (V, D) temporaries; -0.0 is zero
+        rest_ok = int(torch.count_nonzero(a)) == int(torch.count_nonzero(a[index]))
+    else:
+        r = expected.rest.detach().to(a.device)
+        differs = (a.ne(r) & ~(a.isnan() & r.isnan())).any(dim=1).cpu()
+        differs[index.cpu()] = False
+        rest_ok = not bool(differs.any())
+    if rest_ok:
+        msg, worst = compare_exact_or_bounded(what, a[index], expected.values, expected.bound)
+        if msg is None:
+            return None, worst
+    return compare_exact_or_bounded(what, a, *expected.full())
+
+
+# --- judging ----------------------------------------------------------------------------------
+
+
+def _check_output(
+    out: object, call: Call, oracle: Oracle, shape: tuple[int, ...], name: str
+) -> str | None:
+    if not isinstance(out, torch.Tensor):
+        return f"{name} returned {type(out).__name__}, not a torch.Tensor"
+    weight = call.weight
+    if tuple(out.shape) != shape:
+        return (
+            f"{name} returned shape {tuple(out.shape)}, expected {oracle.output_shape_text} = "
+            f"{shape}"
+        )
+    if out.dtype != weight.dtype:
+        return f"{name} returned dtype {out.dtype}, expected the weight's dtype {weight.dtype}"
+    if out.device != weight.device:
+        return (
+            f"{name} returned a tensor on {out.device}, expected the weight's device "
+            f"{weight.device}"
+        )
+    return None
+
+
+def _dense_grad(outcome: Outcome, call: Call, name: str) -> str | torch.Tensor:
+    """The weight's gradient as a dense tensor, or the message of what is wrong with it."""
+    if not outcome.requires_grad:
+        return (
+            f"{name} returned a tensor that does not require grad: the result is not connected "
+            f"to the weight in the autograd graph"
+        )
+    if outcome.stage == "backward":
+        exc = outcome.error
+        return f"backward of {name} raised {type(exc).__name__}: {exc}"
+    grad = outcome.weight_grad
+    if grad is None:
+        return f"{name}: weight.grad is None after backward"
+    sparse = bool(call.kwargs.get("sparse", False))
+    if sparse and grad.layout != torch.sparse_coo:
+        return f"{name}: sparse=True must give a sparse COO gradient, got layout {grad.layout}"
+    if not sparse and grad.layout != torch.strided:
+        return f"{name}: the gradient must be dense without sparse=True, got layout {grad.layout}"
+    dense = grad.to_dense() if grad.layout != torch.strided else grad
+    if tuple(dense.shape) != tuple(call.weight.shape):
+        return (
+            f"{name}: weight.grad has shape {tuple(dense.shape)}, expected "
+            f"{tuple(call.weight.shape)}"
+        )
+    return dense
+
+
+def judge(outcome: Outcome, call: Call, oracle: Oracle, name: str, repro: str) -> float:
+    """Compare what the candidate did with what the oracle says, in a fixed order.
+
+    The order: the forward raised; the output's type, shape, dtype and device; the table after
+    ``max_norm``; the output's values; then, when the call has a ``grad_output``, the
+    backward (connected, did not raise, layout, shape) and the gradients of the table and of
+    ``per_sample_weights``. The first difference is raised.
+
+    Args:
+        outcome: what :data:`Runner` reported.
+        call: the call (its ``grad_output`` decides whether gradients are judged).
+        oracle: the exact reference of the call.
+        name: the call as written in messages (:func:`~embedding_equivalence._repro.describe_call`).
+        repro: the snippet attached to the error.
+
+    Returns:
+        The largest ``|error| / bound`` over the bounded comparisons (0 when exact).
+
+    Raises:
+        EquivalenceError: the first difference.
+    """
+    __tracebackhide__ = True
+    expected, bound = oracle.output()
+    if outcome.stage == "forward":
+        exc = outcome.error
+        raise EquivalenceError(
+            f"{name} raised {type(exc).__name__}: {exc}, but the call is valid (the reference "
+            f"returns a tensor of shape {tuple(expected.shape)})",
+            repro,
+        ) from exc
+    msg = _check_output(outcome.output, call, oracle, tuple(expected.shape), name)
+    if msg:
+        raise EquivalenceError(msg, repro)
+    renormed = oracle.renormed()
+    if renormed is not None and outcome.table is not None:
+        msg, _ = compare_rows("weight (after max_norm)", outcome.table, renormed)
+        if msg:
+            raise EquivalenceError(f"{msg} [{name}]", repro)
+    assert isinstance(outcome.output, torch.Tensor)
+    msg, worst = compare_exact_or_bounded("out", outcome.output, expected, bound)
+    if msg:
+        raise EquivalenceError(f"{msg} [{name}]", repro, worst)
+    if call.grad_output is None:
+        return worst
+    dense = _dense_grad(outcome, call, name)
+    if isinstance(dense, str):
+        raise EquivalenceError(dense, repro)
+    grad = oracle.weight_grad(call.grad_output)
+    msg, worst_grad = compare_rows("weight.grad", dense, grad)
+    if msg:
+        index = torch.tensor(grad.rows, dtype=torch.int64, device=dense.device)
+        other = oracle.weight_grad_explaining(call.grad_output, dense[index])
+        if other is not None:
+            msg, worst_grad = compare_rows("weight.grad", dense, other)
+            msg = msg and msg + other.note
+    if msg:
+        raise EquivalenceError(f"{msg} [{name}]", repro, worst_grad)
+    worst = max(worst, worst_grad)
+    psw = call.per_sample_weights
+    expected_psw = oracle.per_sample_weights_grad(call.grad_output)
+    if psw is not None and psw.requires_grad and expected_psw is not None:
+        exact, psw_bound = expected_psw
+        actual = outcome.per_sample_weights_grad
+        if actual is None and bool((exact != 0).any()):
+            raise EquivalenceError(
+                f"{name}: per_sample_weights.grad is None after backward, but the exact "
+                f"gradient is not zero: the result is not connected to per_sample_weights in "
+                f"the autograd graph",
+                repro,
+            )
+        # None is autograd's zero gradient (no weight was used: no bags, or padding only).
+        actual = torch.zeros_like(psw) if actual is None else actual
+        msg, worst_psw = compare_exact_or_bounded(
+            "per_sample_weights.grad", actual, exact, psw_bound
+        )
+        if msg:
+            raise EquivalenceError(f"{msg} [{name}]", repro, worst_psw)
+        worst = max(worst, worst_psw)
+    return worst
+
+
+# --- one call, one case -----------------------------------------------------------------------
+
+#: Builds the oracle of a call from its tensors (the second seam).
+OracleFactory = Callable[[Call], Oracle]
+
+
+def check_call(
+    candidate: Callable[..., Any],
+    call: Call,
+    oracle: Oracle,
+    repro: str,
+    *,
+    runner: Runner = run_in_process,
+    name: str | None = None,
+) -> float:
+    """Run ``candidate`` on ``call`` with ``runner`` and judge the outcome against ``oracle``.
+
+    Args:
+        candidate: the kernel under test.
+        call: the call (its weight is the candidate's to modify).
+        oracle: built from the call's tensors before this runs.
+        repro: the snippet attached to a failure.
+        runner: how the candidate is run.
+        name: the call as written in messages (default: described from ``call``).
+
+    Returns:
+        The largest ``|error| / bound`` (0 when exact).
+
+    Raises:
+        EquivalenceError: the first difference.
+    """
+    __tracebackhide__ = True
+    name = name or describe_call(candidate, call)
+    return judge(runner(candidate, call), call, oracle, name, repro)
+
+
+class CheckableCase(Protocol):
+    """What the engine needs of a drawn case (``EmbeddingCase``, ``EmbeddingBagCase``)."""
+
+    invalid: str | None
+
+    def call(self, backward: bool = True) -> Call:
+        """Fresh tensors and arguments."""
+        ...
+
+    def source(self, fn: str = "candidate", backward: bool = True, preamble: str = "") -> str:
+        """A runnable snippet."""
+        ...
+
+
+def check_case(
+    candidate: Callable[..., Any],
+    case: CheckableCase,
+    oracle_factory: OracleFactory,
+    *,
+    backward: bool = True,
+    runner: Runner = run_in_process,
+) -> float:
+    """Check ``candidate`` on one drawn case: valid ones against the oracle, invalid ones raise.
+
+    Args:
+        candidate: the kernel under test.
+        case: the drawn call.
+        oracle_factory: builds the oracle from the call's tensors.
+        backward: also check the gradients.
+        runner: how the candidate is run.
+
+    Returns:
+        The largest ``|error| / bound`` (0 when exact).
+
+    Raises:
+        EquivalenceError: the first difference, with a snippet that rebuilds the case.
+    """
+    __tracebackhide__ = True
+    repro = case.source("candidate", backward=backward, preamble=candidate_source(candidate))
+    call = case.call(backward=backward and case.invalid is None)
+    if case.invalid is not None:
+        outcome = runner(candidate, call)
+        if outcome.stage == "forward":
+            return 0.0
+        raise EquivalenceError(
+            f"{describe_call(candidate, call)} returned a result, but the call is invalid "
+            f"({case.invalid}) and the reference raises: bad input must be refused, not "
+            f"clamped, wrapped or read out of bounds",
+            repro,
+        )
+    # The oracle reads the table before the candidate runs (max_norm renorms it in place).
+    before = call.weight.detach().clone() if "max_norm" in call.kwargs else call.weight.detach()
+    oracle = oracle_factory(Call(call.input, before, call.kwargs, call.offsets))
+    name = describe_call(candidate, call, weight=before)
+    return check_call(candidate, call, oracle, repro, runner=runner, name=name)

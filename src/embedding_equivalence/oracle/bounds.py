@@ -1,0 +1,143 @@
+r"""Rounding: the unit roundoff, Higham's gamma, exact sums, and the bounds built from them.
+
+Every tolerance of the verifier is derived here from the dtype's unit roundoff and the length
+of the sum (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., Lemma 3.1 and
+eq. 4.4); the derivations are in :mod:`embedding_equivalence.oracle.embedding` (the lookup)
+and :mod:`embedding_equivalence.oracle.bag` (bags). Nothing here is tuned by hand.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from fractions import Fraction
+
+import torch
+
+__all__ = [
+    "U64",
+    "exact_sum",
+    "gamma",
+    "nan_max",
+    "renorm_error_bound",
+    "sum_and_bound",
+    "subnormal_loss",
+    "unit_roundoff",
+    "within",
+]
+
+#: Unit roundoff of float64: the oracle's own rounding per operation.
+U64 = 2.0**-53
+
+
+def unit_roundoff(dtype: torch.dtype) -> float:
+    """Unit roundoff ``u = eps / 2`` of a floating dtype: the largest relative rounding error.
+
+    Args:
+        dtype: a floating ``torch.dtype``.
+
+    Returns:
+        ``2**-11`` for float16, ``2**-8`` for bfloat16, ``2**-24`` for float32, ``2**-53`` for
+        float64.
+
+    Raises:
+        TypeError: ``dtype`` is not floating point.
+    """
+    if not dtype.is_floating_point:
+        raise TypeError(f"unit_roundoff: {dtype} is not a floating dtype")
+    return torch.finfo(dtype).eps / 2
+
+
+def gamma(k: int, u: float) -> float:
+    """Higham's ``gamma_k = k u / (1 - k u)``; ``inf`` when ``k u >= 1`` (no bound exists).
+
+    Args:
+        k: number of roundings.
+        u: unit roundoff.
+
+    Returns:
+        The constant of the recursive-summation bound.
+    """
+    ku = k * u
+    return math.inf if ku >= 1 else ku / (1 - ku)
+
+
+def subnormal_loss(dtype: torch.dtype) -> float:
+    """``eta``: the most a rounding into the subnormal range of ``dtype`` can lose (half its step).
+
+    Args:
+        dtype: a floating ``torch.dtype``.
+
+    Returns:
+        Half the smallest subnormal of ``dtype``.
+    """
+    info = torch.finfo(dtype)
+    return float(info.smallest_normal) * info.eps / 2
+
+
+def exact_sum(values: Iterable[float]) -> float:
+    """The correctly rounded sum; ``nan`` for ``inf - inf``, ``+-inf`` beyond float64's range."""
+    vals = list(values)
+    try:
+        return math.fsum(vals)
+    except ValueError:  # inf + -inf
+        return math.nan
+    except OverflowError:  # an intermediate sum left float64's range: redo it exactly
+        total = sum((Fraction(x) for x in vals), Fraction(0))
+        try:
+            return float(total)
+        except OverflowError:
+            return math.copysign(math.inf, total)
+
+
+def nan_max(values: Sequence[float]) -> float:
+    """Maximum with NaN propagation (``torch.amax``): NaN if any value is NaN."""
+    if any(math.isnan(x) for x in values):
+        return math.nan
+    return max(values)
+
+
+def sum_and_bound(terms: list[float], s: int, u: float, eta: float) -> tuple[float, float]:
+    """Exact sum of ``terms`` and its bound ``(gamma_{k+s}(u) + gamma_{s+1}(u64)) A + k eta``."""
+    k = len(terms)
+    value = exact_sum(terms)
+    if not math.isfinite(value):
+        return value, 0.0
+    mag = exact_sum(abs(t) for t in terms)
+    return value, (gamma(k + s, u) + gamma(s + 1, U64)) * mag + (k + s) * eta
+
+
+def within(actual: float, expected: float, bound: float) -> bool:
+    """Whether ``|actual - expected| <= bound`` (equal values and two NaNs pass)."""
+    if math.isnan(actual) and math.isnan(expected):
+        return True
+    return actual == expected or abs(actual - expected) <= bound
+
+
+def renorm_error_bound(
+    weight: torch.Tensor, max_norm: float, dtype: torch.dtype | None = None
+) -> torch.Tensor:
+    """Per-element bound on a row renormalized by ``max_norm`` (relative to the original row).
+
+    The candidate computes ``||r||_p`` with at most ``D`` roundings in the accumulation and one
+    to the dtype (relative error ``gamma_{D+1}``), then multiplies by the scale (one more
+    rounding, and one for the scale itself): ``gamma_{D+3}(u) |r|``. When ``||r||_p`` lies
+    within that error of ``max_norm`` the candidate and the oracle may disagree on whether to
+    rescale at all; the scale then differs from 1 by at most that error plus
+    ``1e-7 / max_norm``, which is added. Plus ``2 u_64`` for the oracle's own roundings.
+
+    Args:
+        weight: the ``(V, D)`` table before the renorm.
+        max_norm: the renorm threshold.
+        dtype: dtype the candidate works in (default: the weight's).
+
+    Returns:
+        ``(V, D)`` float64 bounds on the CPU.
+    """
+    dt = dtype or weight.dtype
+    dim = weight.shape[1]
+    rel = gamma(dim + 3, unit_roundoff(dt)) + 2 * U64
+    if max_norm > 0:
+        rel += 1e-7 / max_norm
+    w = weight.detach().to(device="cpu", dtype=torch.float64).abs()
+    return rel * w

@@ -1,0 +1,379 @@
+r"""The exact float64 reference and the error bounds that the candidates are held to.
+
+The oracle is written from the definitions, with Python's exactly rounded ``math.fsum`` for
+every sum, and never calls an embedding kernel, so a bug in torch's own kernels is caught too.
+
+**Forward.** ``out[n] = W[ids[n]]`` copies a row: no arithmetic, so a correct forward is
+exact and the bound is zero. With ``max_norm`` the referenced rows are first rescaled to
+``r * max_norm / (||r||_p + 1e-7)`` when ``||r||_p > max_norm``; the candidate computes the
+norm in floating point, so there the bound is relative (see :func:`renorm_error_bound`).
+
+**Backward.** Row ``v`` of the weight's gradient is the sum of the ``k = count(v)`` upstream
+gradient rows whose id is ``v``:
+
+.. math:: g_v = \sum_{n:\,\mathrm{ids}_n = v} G_n .
+
+Any order of ``k - 1`` floating-point additions with unit roundoff at most ``u``, followed by
+at most one rounding to the output dtype, satisfies the recursive-summation bound (Higham,
+*Accuracy and Stability of Numerical Algorithms*, 2nd ed., eq. 4.4 and Lemma 3.1):
+
+.. math:: |\hat g_v - g_v| \le \gamma_k \sum_n |G_n|, \qquad
+          \gamma_k = \frac{k u}{1 - k u}\quad (k u < 1).
+
+``scale_grad_by_freq`` divides by ``k``: one rounding of ``1/k`` and one of the product (or of
+each scaled term) add two to the count, giving ``gamma_{k+2}``. The oracle itself rounds
+twice in float64 (the correctly rounded ``fsum`` and the division), which adds
+``2 u_{64} \sum |G_n| / k``; and a result in the subnormal range can lose up to half the
+smallest subnormal per rounding. Every gradient entry is therefore held to
+
+.. math:: |\hat g_{v,d} - g_{v,d}| \le \big(\gamma_{k+s}(u) + 2 u_{64}\big)
+          \frac{\sum_n |G_{n,d}|}{c} + (k + s)\,\eta ,
+
+with ``s = 2, c = k`` under ``scale_grad_by_freq`` (else ``s = 0, c = 1``), ``u`` the unit
+roundoff of the dtype (``eps / 2``: ``2^-11`` for float16, ``2^-8`` for bfloat16, ``2^-24``
+for float32, ``2^-53`` for float64) and ``eta`` half its smallest subnormal. The padding row
+and rows that no id references must be exactly zero. Nothing here is tuned by hand.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any
+
+import torch
+
+from .._cases import Call
+from .bounds import U64, nan_max, renorm_error_bound, subnormal_loss, unit_roundoff
+from .expected import ExpectedRows
+
+__all__ = [
+    "EmbeddingOracle",
+    "gradient_error_bound",
+    "reference_embedding",
+    "reference_embedding_grad",
+]
+
+
+def flat_ids(input: torch.Tensor) -> list[int]:
+    """The ids of ``input`` as a flat list of Python ints (read once, on the CPU)."""
+    return [int(i) for i in input.detach().reshape(-1).cpu().tolist()]
+
+
+def _norm(row: list[float], p: float) -> float:
+    if math.isinf(p):
+        # NaN propagates, as in torch.linalg.vector_norm (Python's max would skip it unless it
+        # came first).
+        return nan_max([abs(x) for x in row]) if row else 0.0
+    if p == 1:
+        return math.fsum(abs(x) for x in row)
+    if p == 2:
+        return math.sqrt(math.fsum(x * x for x in row))
+    return math.fsum(abs(x) ** p for x in row) ** (1 / p)
+
+
+def renorm_row(row: list[float], max_norm: float, norm_type: float) -> list[float]:
+    """``row`` rescaled by ``max_norm / (norm + 1e-7)`` if its norm exceeds ``max_norm``."""
+    norm = _norm(row, norm_type)
+    if norm > max_norm:
+        scale = max_norm / (norm + 1e-7)
+        return [x * scale for x in row]
+    return row
+
+
+def referenced_rows(
+    weight: torch.Tensor, rows: list[int], max_norm: float | None, norm_type: float
+) -> torch.Tensor:
+    """The ``(R, D)`` float64 CPU values of ``rows`` of ``weight``, renormalized by ``max_norm``.
+
+    Only the referenced rows are read (one gather), so a table of 262,144 rows costs what its
+    referenced rows cost.
+    """
+    dim = weight.shape[1]
+    if not rows:
+        return torch.zeros(0, dim, dtype=torch.float64)
+    index = torch.tensor(rows, dtype=torch.int64, device=weight.device)
+    values = weight.detach().index_select(0, index).to(device="cpu", dtype=torch.float64)
+    if max_norm is None:
+        return values
+    renormed = [renorm_row(row, max_norm, norm_type) for row in values.tolist()]
+    return torch.tensor(renormed, dtype=torch.float64).reshape(len(rows), dim)
+
+
+def renormed_table(
+    weight: torch.Tensor, ids: list[int], max_norm: float | None, norm_type: float
+) -> torch.Tensor:
+    """The whole table in float64 on the CPU, with the rows in ``ids`` renormalized."""
+    table = weight.detach().to(device="cpu", dtype=torch.float64).clone()
+    if max_norm is not None:
+        rows = sorted(set(ids))
+        if rows:
+            table[rows] = referenced_rows(weight, rows, max_norm, norm_type)
+    return table
+
+
+def _positive(padding_idx: int | None, num_embeddings: int) -> int | None:
+    return (
+        padding_idx + num_embeddings if padding_idx is not None and padding_idx < 0 else padding_idx
+    )
+
+
+def _grad_rows(
+    ids: list[int],
+    grad_output: torch.Tensor,
+    padding_idx: int | None,
+    scale_grad_by_freq: bool,
+) -> tuple[list[int], torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The referenced rows with their exact gradient, ``sum |G|`` and id counts.
+
+    Gradient and sums are divided by the count under ``scale_grad_by_freq``; the padding
+    row's are zero.
+    """
+    dim = grad_output.shape[-1] if grad_output.dim() > 0 else 0
+    g = grad_output.detach().to(device="cpu", dtype=torch.float64).reshape(len(ids), dim)
+    values = g.tolist()
+    groups: dict[int, list[int]] = defaultdict(list)
+    for n, v in enumerate(ids):
+        groups[v].append(n)
+    rows = sorted(groups)
+    grad = torch.zeros(len(rows), dim, dtype=torch.float64)
+    abs_sum = torch.zeros(len(rows), dim, dtype=torch.float64)
+    count = torch.tensor([len(groups[v]) for v in rows], dtype=torch.int64)
+    for r, v in enumerate(rows):
+        if v == padding_idx:
+            continue
+        positions = groups[v]
+        divisor = len(positions) if scale_grad_by_freq else 1
+        grad[r] = torch.tensor(
+            [math.fsum(values[n][d] for n in positions) / divisor for d in range(dim)],
+            dtype=torch.float64,
+        )
+        abs_sum[r] = torch.tensor(
+            [math.fsum(abs(values[n][d]) for n in positions) / divisor for d in range(dim)],
+            dtype=torch.float64,
+        )
+    return rows, grad, abs_sum, count
+
+
+def _zero_padding_row(bound: torch.Tensor, rows: list[int], padding: int | None) -> None:
+    """The padding row's gradient must be exactly zero: bound 0 (not ``k * eta``)."""
+    if padding in rows:
+        bound[rows.index(padding)] = 0.0
+
+
+def _scatter(rows: list[int], compact: torch.Tensor, num_rows: int) -> torch.Tensor:
+    out = torch.zeros(num_rows, *compact.shape[1:], dtype=compact.dtype)
+    if rows:
+        out[rows] = compact
+    return out
+
+
+def gradient_bound_from_sums(
+    abs_sum: torch.Tensor, count: torch.Tensor, dtype: torch.dtype, scale_grad_by_freq: bool
+) -> torch.Tensor:
+    """``(gamma_{k+s}(u) + 2 u_64) * abs_sum + (k + s) * eta`` row by row (no Python loop).
+
+    Args:
+        abs_sum: ``(R, D)`` sums of ``|grad_output|`` per row (``/ count`` under
+            ``scale_grad_by_freq``), zero where the gradient must be exactly zero.
+        count: ``(R,)`` how often each row's id occurs; rows with count 0 get bound 0.
+        dtype: dtype in which the candidate computes the gradient.
+        scale_grad_by_freq: whether the gradient is divided by the counts (``s = 2``).
+
+    Returns:
+        ``(R, D)`` float64 bounds.
+    """
+    u = unit_roundoff(dtype)
+    eta = subnormal_loss(dtype)
+    k = count.to(torch.float64) + (2 if scale_grad_by_freq else 0)
+    ku = k * u  # gamma_k for every row at once; inf where k u >= 1 (no bound exists)
+    gam = torch.where(ku < 1, ku / (1 - ku), torch.full_like(ku, math.inf))
+    bound = (gam + 2 * U64)[:, None] * abs_sum + (k * eta)[:, None]
+    bound[count == 0] = 0.0
+    return bound
+
+
+def reference_embedding(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    padding_idx: int | None = None,
+    max_norm: float | None = None,
+    norm_type: float = 2.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The exact forward in float64 on the CPU, and the table after ``max_norm``'s renorm.
+
+    ``padding_idx`` does not change the forward (the padding row is looked up like any other);
+    it is accepted so that a call's keyword arguments can be passed through unchanged.
+
+    Args:
+        input: ids of any shape ``(*batch)``, all in ``[0, V)``.
+        weight: ``(V, D)`` floating table (not modified).
+        padding_idx: ignored by the forward.
+        max_norm: rescale the referenced rows whose ``norm_type``-norm exceeds it.
+        norm_type: the ``p`` of the p-norm.
+
+    Returns:
+        ``(out, table)``: ``out`` of shape ``(*batch, D)`` and the (renormalized) ``(V, D)``
+        table, both float64 on the CPU.
+    """
+    oracle = EmbeddingOracle(input, weight, padding_idx=padding_idx, max_norm=max_norm,
+                             norm_type=norm_type)  # fmt: skip
+    return oracle.output()[0], renormed_table(weight, oracle.ids, max_norm, norm_type)
+
+
+def reference_embedding_grad(
+    input: torch.Tensor,
+    grad_output: torch.Tensor,
+    num_embeddings: int,
+    padding_idx: int | None = None,
+    scale_grad_by_freq: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The weight's gradient in float64, with exactly rounded row sums.
+
+    Args:
+        input: ids of any shape ``(*batch)``.
+        grad_output: upstream gradient ``(*batch, D)``.
+        num_embeddings: ``V``.
+        padding_idx: row whose gradient is zero (negative counts from the end).
+        scale_grad_by_freq: divide row ``v`` by ``count(v)``.
+
+    Returns:
+        ``(grad, abs_sum, count)``: the ``(V, D)`` gradient, the ``(V, D)`` sums of
+        ``|grad_output|`` that the error bound scales with (already divided by the count
+        under ``scale_grad_by_freq``), and the ``(V,)`` id counts, all on the CPU.
+    """
+    padding = _positive(padding_idx, num_embeddings)
+    rows, grad, abs_sum, count = _grad_rows(
+        flat_ids(input), grad_output, padding, scale_grad_by_freq
+    )
+    return (
+        _scatter(rows, grad, num_embeddings),
+        _scatter(rows, abs_sum, num_embeddings),
+        _scatter(rows, count, num_embeddings),
+    )
+
+
+def gradient_error_bound(
+    input: torch.Tensor,
+    grad_output: torch.Tensor,
+    num_embeddings: int,
+    dtype: torch.dtype,
+    padding_idx: int | None = None,
+    scale_grad_by_freq: bool = False,
+) -> torch.Tensor:
+    """Per-element bound on ``|grad - exact|`` for a ``(V, D)`` embedding gradient in ``dtype``.
+
+    ``(gamma_{k+s}(u) + 2 u_64) * sum_n |G[n, d]| / c + (k + s) * eta`` for row ``v`` with
+    ``k = count(v)``; see the module documentation for the derivation. Zero for the padding row
+    and for rows that no id references (their gradient must be exactly zero).
+
+    Args:
+        input: ids of any shape ``(*batch)``.
+        grad_output: upstream gradient ``(*batch, D)``.
+        num_embeddings: ``V``.
+        dtype: dtype in which the candidate computes the gradient.
+        padding_idx: row that must have an exactly zero gradient.
+        scale_grad_by_freq: whether the gradient is divided by the id counts.
+
+    Returns:
+        ``(V, D)`` float64 tensor of bounds on the CPU.
+    """
+    padding = _positive(padding_idx, num_embeddings)
+    rows, _, abs_sum, count = _grad_rows(flat_ids(input), grad_output, padding, scale_grad_by_freq)
+    bound = gradient_bound_from_sums(abs_sum, count, dtype, scale_grad_by_freq)
+    _zero_padding_row(bound, rows, padding)
+    return _scatter(rows, bound, num_embeddings)
+
+
+class EmbeddingOracle:
+    """The exact reference of one ``F.embedding`` call (the :class:`~.expected.Oracle` seam).
+
+    Built from the call's ``input`` and the table as it was before the call; reads only the
+    rows that ``input`` references.
+
+    Args:
+        input: ids of any shape, all in ``[0, V)``.
+        weight: the ``(V, D)`` table before the call (not modified; with ``max_norm`` pass a
+            copy, since the candidate renormalizes its own table in place).
+        padding_idx: row that gets no gradient (negative counts from the end).
+        max_norm: renorm threshold, or ``None``.
+        norm_type: the ``p`` of the p-norm.
+        scale_grad_by_freq: divide each row's gradient by its count.
+        **_: other options of the call (``sparse``) that do not change the values.
+    """
+
+    output_shape_text = "(*input.shape, D)"
+
+    def __init__(
+        self,
+        input: torch.Tensor,
+        weight: torch.Tensor,
+        *,
+        padding_idx: int | None = None,
+        max_norm: float | None = None,
+        norm_type: float = 2.0,
+        scale_grad_by_freq: bool = False,
+        **_: Any,
+    ) -> None:
+        self.ids = flat_ids(input)
+        self.input_shape = tuple(input.shape)
+        self.num_embeddings, self.dim = weight.shape
+        self.dtype = weight.dtype
+        self.padding = _positive(padding_idx, self.num_embeddings)
+        self.max_norm = max_norm
+        self.scale_grad_by_freq = scale_grad_by_freq
+        self.rows = sorted(set(self.ids))
+        self._weight = weight
+        self._values = referenced_rows(weight, self.rows, max_norm, norm_type)
+        self._renorm_bound: torch.Tensor | None = None
+        if max_norm is not None:
+            originals = referenced_rows(weight, self.rows, None, norm_type)
+            self._renorm_bound = renorm_error_bound(originals, max_norm, self.dtype)
+
+    def _gather(self, compact: torch.Tensor) -> torch.Tensor:
+        position = {v: r for r, v in enumerate(self.rows)}
+        index = torch.tensor([position[v] for v in self.ids], dtype=torch.int64)
+        return compact.index_select(0, index).reshape(*self.input_shape, self.dim)
+
+    @classmethod
+    def for_call(cls, call: Call) -> EmbeddingOracle:
+        """The oracle of ``call`` (its ``weight`` must be the table as it was before the call)."""
+        return cls(call.input, call.weight, **call.kwargs)
+
+    def output(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``out[n] = W[ids[n]]`` exactly; bounded only by the renorm's rounding."""
+        bound = None
+        if self._renorm_bound is not None and self.ids:
+            bound = self._gather(self._renorm_bound)
+        return self._gather(self._values), bound
+
+    def renormed(self) -> ExpectedRows | None:
+        """The referenced rows after the renorm; every other row must be untouched."""
+        if self._renorm_bound is None:
+            return None
+        return ExpectedRows(
+            self.rows, self._values, self._renorm_bound, self.num_embeddings, rest=self._weight
+        )
+
+    def weight_grad(self, grad_output: torch.Tensor) -> ExpectedRows:
+        """Each referenced row sums its ids' upstream rows; the padding row is exactly zero."""
+        rows, grad, abs_sum, count = _grad_rows(
+            self.ids, grad_output, self.padding, self.scale_grad_by_freq
+        )
+        bound = gradient_bound_from_sums(abs_sum, count, self.dtype, self.scale_grad_by_freq)
+        _zero_padding_row(bound, rows, self.padding)
+        return ExpectedRows(rows, grad, bound, self.num_embeddings)
+
+    def weight_grad_explaining(
+        self, grad_output: torch.Tensor, actual: torch.Tensor
+    ) -> ExpectedRows | None:
+        """``None``: the embedding's gradient is unique."""
+        del grad_output, actual
+        return None
+
+    def per_sample_weights_grad(
+        self, grad_output: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """``None``: ``F.embedding`` has no ``per_sample_weights``."""
+        del grad_output
+        return None

@@ -28,6 +28,7 @@ from embedding_equivalence.forms.bag import (
     matmul_embedding_bag,
 )
 from embedding_equivalence.forms.validation import OneHotTooLargeError
+from registry import form_params
 
 BagFn = Callable[..., torch.Tensor]
 
@@ -35,12 +36,7 @@ V, D = 7, 3
 MODES = ["sum", "mean", "max"]
 
 
-@pytest.fixture(
-    params=[
-        pytest.param(lookup_embedding_bag, id="lookup"),
-        pytest.param(matmul_embedding_bag, id="matmul"),
-    ]
-)
+@pytest.fixture(params=form_params("bag"))
 def bag_fn(request: pytest.FixtureRequest) -> BagFn:
     """Both EmbeddingBag forms; they must give the same values, gradients and errors."""
     return request.param

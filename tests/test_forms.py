@@ -14,23 +14,13 @@ import torch
 import torch.nn.functional as F
 
 from embedding_equivalence import (
-    linear_embedding,
     lookup_embedding,
-    matmul_embedding,
-    sparse_matmul_embedding,
 )
-from embedding_equivalence.forms.lookup import index_select_embedding, indexing_embedding
+from registry import form_params
 
 Form = Callable[..., torch.Tensor]
 
-FORMS = [
-    pytest.param(lookup_embedding, id="lookup"),
-    pytest.param(matmul_embedding, id="matmul"),
-    pytest.param(linear_embedding, id="linear"),
-    pytest.param(sparse_matmul_embedding, id="sparse_matmul"),
-    pytest.param(index_select_embedding, id="index_select"),
-    pytest.param(indexing_embedding, id="indexing"),
-]
+FORMS = form_params("embedding")
 
 V, D = 6, 4
 

@@ -32,6 +32,7 @@ from hypothesis.errors import InvalidArgument
 
 import embedding_equivalence as ee
 from embedding_equivalence import strategies as ees
+from embedding_equivalence.forms import form
 from embedding_equivalence.testing import (
     EquivalenceError,
     assert_bag_backward_equivalent,
@@ -42,15 +43,11 @@ from embedding_equivalence.testing import (
     reference_embedding_bag,
     reference_embedding_bag_grad,
 )
+from registry import form_params
 
 TORCH = torch.__version__
 MODES = list(ees.BAG_MODES)
-NO_SPARSE = tuple(o for o in ees.BAG_OPTIONS if o != "sparse")
-FORMS: list[tuple[Callable[..., Any], tuple[str, ...]]] = [
-    (ee.lookup_embedding_bag, ees.BAG_OPTIONS),
-    (ee.matmul_embedding_bag, NO_SPARSE),  # the product has no sparse gradient
-]
-FORM_IDS = [fn.__name__ for fn, _ in FORMS]
+FORMS = form_params("bag", with_options=True)
 
 # find() settings: derandomized, so that a "can reach" test never flakes; no shrinking.
 FIRST_HIT = settings(
@@ -94,7 +91,7 @@ def _bags(case: ees.EmbeddingBagCase) -> list[list[int]]:
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize(("form", "options"), FORMS, ids=FORM_IDS)
+@pytest.mark.parametrize(("form", "options"), FORMS)
 def test_form_matches_oracle(
     form: Callable[..., Any], options: tuple[str, ...], mode: str, device: torch.device
 ) -> None:
@@ -112,7 +109,7 @@ def test_form_matches_oracle(
     check()
 
 
-@pytest.mark.parametrize(("form", "options"), FORMS, ids=FORM_IDS)
+@pytest.mark.parametrize(("form", "options"), FORMS)
 def test_forms_reject_bad_input_alike(form: Callable[..., Any], options: tuple[str, ...]) -> None:
     """Every kind of bad input, the crashing ones included: the same exception type as the
     lookup, with the form's own name first in the message."""
@@ -699,7 +696,10 @@ def test_verify_embedding_bag_reports_a_nondeterministic_candidate() -> None:
 
 def test_verify_embedding_bag_report_of_the_package_forms() -> None:
     report = ee.verify_embedding_bag(
-        ee.matmul_embedding_bag, options=NO_SPARSE, max_examples=30, seed=1
+        ee.matmul_embedding_bag,
+        options=form("matmul_embedding_bag").options,
+        max_examples=30,
+        seed=1,
     )
     assert report.passed, str(report)
     assert report.examples == 30

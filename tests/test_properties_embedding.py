@@ -16,23 +16,15 @@ from hypothesis import given, settings
 
 import embedding_equivalence as ee
 from embedding_equivalence import strategies as ees
-from embedding_equivalence.forms.lookup import index_select_embedding, indexing_embedding
 from embedding_equivalence.testing import assert_case_equivalent
+from registry import form_params
 
-ALL_OPTIONS = ("padding_idx", "max_norm", "scale_grad_by_freq")
-FORMS: list[tuple[Callable[..., Any], tuple[str, ...]]] = [
-    (ee.lookup_embedding, (*ALL_OPTIONS, "sparse")),
-    (ee.matmul_embedding, ALL_OPTIONS),
-    (ee.linear_embedding, ALL_OPTIONS),
-    (ee.sparse_matmul_embedding, ALL_OPTIONS),
-    (index_select_embedding, ALL_OPTIONS),
-    (indexing_embedding, ALL_OPTIONS),
-]
-FORM_IDS = [fn.__name__ for fn, _ in FORMS]
-DENSE_FORMS = [fn for fn, _ in FORMS[1:]]
+FORMS = form_params("embedding", with_options=True)
+#: Every form but the torch kernel itself (``lookup_embedding`` calls ``F.embedding``).
+DENSE_FORMS = form_params("embedding", where=lambda f: f.name != "lookup_embedding")
 
 
-@pytest.mark.parametrize(("form", "options"), FORMS, ids=FORM_IDS)
+@pytest.mark.parametrize(("form", "options"), FORMS)
 def test_form_matches_oracle(
     form: Callable[..., Any], options: tuple[str, ...], device: torch.device
 ) -> None:
@@ -45,7 +37,7 @@ def test_form_matches_oracle(
     check()
 
 
-@pytest.mark.parametrize("form", DENSE_FORMS, ids=FORM_IDS[1:])
+@pytest.mark.parametrize("form", DENSE_FORMS)
 def test_forms_agree_bit_for_bit(
     form: Callable[..., Any], device: torch.device, float_dtype: torch.dtype
 ) -> None:
@@ -67,7 +59,7 @@ def test_forms_agree_bit_for_bit(
     check()
 
 
-@pytest.mark.parametrize(("form", "options"), FORMS, ids=FORM_IDS)
+@pytest.mark.parametrize(("form", "options"), FORMS)
 def test_forms_reject_bad_input_alike(form: Callable[..., Any], options: tuple[str, ...]) -> None:
     """Every form raises the same exception type, with its own name, as the lookup."""
 
@@ -82,7 +74,7 @@ def test_forms_reject_bad_input_alike(form: Callable[..., Any], options: tuple[s
     check()
 
 
-@pytest.mark.parametrize("form", [fn for fn, _ in FORMS], ids=FORM_IDS)
+@pytest.mark.parametrize("form", form_params("embedding"))
 @settings(max_examples=15)
 @given(
     case=ees.embedding_cases(

@@ -15,32 +15,16 @@ import torch
 import embedding_equivalence as ee
 from embedding_equivalence import (
     OneHotTooLargeError,
-    linear_embedding,
-    lookup_embedding,
-    matmul_embedding,
-    sparse_matmul_embedding,
 )
-from embedding_equivalence.forms.lookup import index_select_embedding, indexing_embedding
+from registry import form_params
 
 Form = Callable[..., torch.Tensor]
 
-FORMS = [
-    pytest.param(lookup_embedding, id="lookup"),
-    pytest.param(matmul_embedding, id="matmul"),
-    pytest.param(linear_embedding, id="linear"),
-    pytest.param(sparse_matmul_embedding, id="sparse_matmul"),
-    pytest.param(index_select_embedding, id="index_select"),
-    pytest.param(indexing_embedding, id="indexing"),
-]
-
-DENSE_ONE_HOT_FORMS = [
-    pytest.param(matmul_embedding, id="matmul"),
-    pytest.param(linear_embedding, id="linear"),
-]
-NO_DENSE_ONE_HOT_FORMS = [
-    pytest.param(lookup_embedding, id="lookup"),
-    pytest.param(sparse_matmul_embedding, id="sparse_matmul"),
-]
+FORMS = form_params("embedding")
+DENSE_ONE_HOT_FORMS = form_params("embedding", where=lambda f: f.computes == "dense matmul")
+NO_DENSE_ONE_HOT_FORMS = form_params(
+    "embedding", where=lambda f: f.public and f.computes != "dense matmul"
+)
 
 V, D = 4, 3
 
@@ -264,11 +248,9 @@ def test_device_mismatch(form: Form, ids_device: str, weight_device: str) -> Non
 
 
 @pytest.mark.parametrize("form", FORMS)
-def test_device_mismatch_with_the_accelerator(form: Form, device: torch.device) -> None:
-    if device.type == "cpu":
-        pytest.skip("needs a second device kind besides the cpu")
+def test_device_mismatch_with_the_accelerator(form: Form, accelerator: torch.device) -> None:
     with pytest.raises(ValueError, match=starts_with(form, "input is on cpu")):
-        form(torch.tensor([0, 1]), weight4x3().to(device))
+        form(torch.tensor([0, 1]), weight4x3().to(accelerator))
 
 
 # --------------------------------------------------------------------------------------------

@@ -20,6 +20,8 @@ from typing import Any, NoReturn, TextIO
 import torch
 
 from ._usage import UsageError
+from .forms.options import BAG_OPTIONS, EMBEDDING_OPTIONS
+from .forms.registry import forms
 
 __all__ = ["UsageError", "main"]
 
@@ -29,15 +31,6 @@ _DTYPES = {
     "float16": torch.float16,
     "bfloat16": torch.bfloat16,
 }
-_EMBEDDING_OPTIONS = ("padding_idx", "max_norm", "scale_grad_by_freq", "sparse")
-_BAG_OPTIONS = (
-    "padding_idx",
-    "max_norm",
-    "scale_grad_by_freq",
-    "sparse",
-    "per_sample_weights",
-    "include_last_offset",
-)
 #: Examples per cell of the default ``verify`` table (implementation x options x device x dtype).
 DEFAULT_CLI_EXAMPLES = 25
 
@@ -56,29 +49,13 @@ class _Target:
 
 
 def _package_targets(bag_only: bool) -> list[_Target]:
-    import embedding_equivalence as ee
-
-    rows: list[_Target] = []
-    if not bag_only:
-        rows += [
-            _Target("lookup_embedding", ee.lookup_embedding, _EMBEDDING_OPTIONS, False),
-            _Target("matmul_embedding", ee.matmul_embedding, _EMBEDDING_OPTIONS[:3], False),
-            _Target("linear_embedding", ee.linear_embedding, _EMBEDDING_OPTIONS[:3], False),
-            _Target(
-                "sparse_matmul_embedding", ee.sparse_matmul_embedding, _EMBEDDING_OPTIONS[:3], False
-            ),
-        ]
-    if hasattr(ee, "verify_embedding_bag"):
-        rows += [
-            _Target("lookup_embedding_bag", ee.lookup_embedding_bag, _BAG_OPTIONS, True),
-            _Target(
-                "matmul_embedding_bag",
-                ee.matmul_embedding_bag,
-                tuple(o for o in _BAG_OPTIONS if o != "sparse"),
-                True,
-            ),
-        ]
-    return rows
+    """The package's public forms, from the registry, each with every option it takes."""
+    kinds = ("bag",) if bag_only else ("embedding", "bag")
+    return [
+        _Target(f.name, f.fn, f.options, f.kind == "bag")
+        for f in forms(public=True)
+        if f.kind in kinds
+    ]
 
 
 def _load_candidate(spec: str) -> Callable[..., Any]:
@@ -198,9 +175,7 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 f"--devices: {d!r} is not available here (available: "
                 f"{', '.join(ees.available_devices())})"
             )
-    if args.bag and not hasattr(ee, "verify_embedding_bag"):
-        raise UsageError("--bag: verify_embedding_bag is not available in this version")
-    allowed = _BAG_OPTIONS if args.bag else _EMBEDDING_OPTIONS
+    allowed = BAG_OPTIONS if args.bag else EMBEDDING_OPTIONS
     if args.options is not None:
         unknown = [o for o in args.options if o not in allowed]
         if unknown:
@@ -237,7 +212,7 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     for target, opts, dev, dt in jobs:
         label = f"{target.name} [{','.join(opts) or 'no options'}] {dev}-{_dtype_name(dt)}"
         progress.update(label)
-        verify = ee.verify_embedding_bag if target.bag else ee.verify_embedding  # type: ignore[attr-defined]
+        verify = ee.verify_embedding_bag if target.bag else ee.verify_embedding
         report = verify(
             target.fn,
             options=opts,

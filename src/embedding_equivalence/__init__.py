@@ -14,24 +14,17 @@ states the equivalence precisely, and verifies it, for its own forms and for you
     torch.Size([2, 2, 4])
 """
 
-from .forms import (
-    MatmulEmbedding,
-    OneHotTooLargeError,
-    embedding_to_linear,
-    linear_embedding,
-    linear_to_embedding,
-    lookup_embedding,
-    lookup_embedding_bag,
-    matmul_embedding,
-    matmul_embedding_bag,
-    sparse_matmul_embedding,
-)
 from ._verify import (
     VerificationError,
     VerificationReport,
     verify_embedding,
     verify_embedding_bag,
 )
+from .forms.bag import lookup_embedding_bag, matmul_embedding_bag
+from .forms.lookup import lookup_embedding
+from .forms.matmul import linear_embedding, matmul_embedding, sparse_matmul_embedding
+from .forms.modules import MatmulEmbedding, embedding_to_linear, linear_to_embedding
+from .forms.validation import OneHotTooLargeError
 
 __all__ = [
     "MatmulEmbedding",

@@ -7,6 +7,7 @@ strategy that draws cases, an oracle that judges them, and the table of options 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import time
@@ -138,6 +139,17 @@ def _check_budget(candidate: object, max_examples: object) -> None:
         raise InvalidArgument(f"candidate={candidate!r} must be callable")
     if isinstance(max_examples, bool) or not isinstance(max_examples, int) or max_examples < 1:
         raise InvalidArgument(f"max_examples={max_examples!r} must be a positive int")
+
+
+def _on_cpu(
+    devices: tuple[str, ...], make: Callable[[], st.SearchStrategy[Any]]
+) -> st.SearchStrategy[Any] | None:
+    """The strategy of bad input, drawn on the CPU only (``None`` without a CPU).
+
+    An out-of-range id on CUDA is a device-side assert that leaves the CUDA context unusable
+    for the rest of the process.
+    """
+    return make() if "cpu" in devices else None
 
 
 def _with_invalid(
@@ -310,13 +322,9 @@ def verify_embedding(
     valid = ees.embedding_cases(
         options=opts, dtype=st.sampled_from(dts), device=st.sampled_from(devs)
     )
-    invalid = None
-    if "cpu" in devs:
-        # Bad input only on the CPU: an out-of-range id on CUDA is a device-side assert that
-        # leaves the CUDA context unusable for the rest of the process.
-        invalid = ees.embedding_cases(
-            options=opts, dtype=st.sampled_from(dts), device="cpu", invalid=True
-        )
+    invalid = _on_cpu(devs, lambda: ees.embedding_cases(
+        options=opts, dtype=st.sampled_from(dts), device="cpu", invalid=True
+    ))  # fmt: skip
     cases: st.SearchStrategy[EmbeddingCase] = _with_invalid(valid, invalid)
     return run_verification(
         candidate, cases, EmbeddingOracle.for_call, backward=backward, options=opts,
@@ -395,13 +403,11 @@ def verify_embedding_bag(
     dts, devs = _resolve(dtypes, devices)
     ees.embedding_bag_cases(modes=mds, options=opts)  # refuses bad modes and options early
     run_seed = seed if seed is not None else random.SystemRandom().randrange(2**32)
-    invalid: st.SearchStrategy[EmbeddingBagCase] | None = None
-    if "cpu" in devs:
-        # Bad input only on the CPU: an out-of-range id on CUDA is a device-side assert that
-        # leaves the CUDA context unusable for the rest of the process.
-        invalid = ees.embedding_bag_cases(
+    invalid: st.SearchStrategy[EmbeddingBagCase] | None = _on_cpu(devs, lambda: (
+        ees.embedding_bag_cases(
             modes=mds, options=opts, dtype=st.sampled_from(dts), device="cpu", invalid=True
         )
+    ))  # fmt: skip
     # One run per mode, each with its share of the examples: most bugs live in one mode, and
     # a single run over all modes can leave a mode with a handful of examples.
     share, extra = divmod(max_examples, len(mds))
@@ -423,18 +429,12 @@ def verify_embedding_bag(
         reports.append(report)
         if not report.passed:
             break
-    last = reports[-1]
-    return VerificationReport(
-        candidate=last.candidate,
+    last = reports[-1]  # the failing run, if any: its counterexample and failure
+    return dataclasses.replace(
+        last,
         passed=all(r.passed for r in reports),
         examples=sum(r.examples for r in reports),
-        counterexample=last.counterexample,
-        failure=last.failure,
         worst_error=max(r.worst_error for r in reports),
-        seed=run_seed,
         elapsed=sum(r.elapsed for r in reports),
-        options=opts,
-        dtypes=dts,
-        devices=devs,
         extra={"modes": mds},
     )

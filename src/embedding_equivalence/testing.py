@@ -40,22 +40,16 @@ from ._check import (
     run_in_process,
 )
 from ._repro import call_source, describe_call
-from .oracle import (
+from .oracle import BagOracle, EmbeddingOracle, Oracle
+from .oracle.bag import (
     BagGradients,
-    BagOracle,
-    EmbeddingOracle,
     embedding_bag_error_bound,
     embedding_bag_gradient_error_bound,
-    gamma,
-    gradient_error_bound,
-    reference_embedding,
     reference_embedding_bag,
     reference_embedding_bag_grad,
-    reference_embedding_grad,
-    renorm_error_bound,
-    unit_roundoff,
 )
-from .oracle.expected import Oracle
+from .oracle.bounds import gamma, renorm_error_bound, unit_roundoff
+from .oracle.embedding import gradient_error_bound, reference_embedding, reference_embedding_grad
 
 __all__ = [
     "BagGradients",

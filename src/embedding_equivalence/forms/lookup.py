@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .renorm import grad_row_scale, renorm_rows_
+from .renorm import prepare_call
 from .validation import check_embedding_args, check_ids_in_range
 
 __all__ = ["index_select_embedding", "indexing_embedding", "lookup_embedding"]
@@ -89,23 +89,6 @@ def lookup_embedding(
     return F.embedding(input, weight, padding, max_norm, norm_type, scale_grad_by_freq, sparse)
 
 
-def _prepare_lookup(
-    input: torch.Tensor,
-    weight: torch.Tensor,
-    padding_idx: int | None,
-    max_norm: float | None,
-    norm_type: float,
-    scale_grad_by_freq: bool,
-    fn: str,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    padding = check_embedding_args(input, weight, padding_idx, max_norm, norm_type, fn)
-    check_ids_in_range(input, weight.shape[0], fn)
-    flat = input.reshape(-1).long()
-    if max_norm is not None:
-        renorm_rows_(weight, flat, max_norm, norm_type)
-    return flat, grad_row_scale(weight, flat, padding, scale_grad_by_freq)
-
-
 def index_select_embedding(
     input: torch.Tensor,
     weight: torch.Tensor,
@@ -117,27 +100,9 @@ def index_select_embedding(
     """Lookup through ``torch.index_select``; gradient by ``index_add`` (autograd's rule).
 
     Same arguments, semantics and errors as :func:`lookup_embedding` (without ``sparse``).
-
-    Args:
-        input: int64 or int32 ids of any shape ``(*batch)``.
-        weight: ``(V, D)`` floating table.
-        padding_idx: row that receives no gradient (negative counts from the end).
-        max_norm: rescale referenced rows in place to at most this norm.
-        norm_type: the ``p`` of the p-norm for ``max_norm``.
-        scale_grad_by_freq: divide each row's gradient by its id's frequency.
-
-    Returns:
-        ``(*batch, D)`` tensor equal to ``weight[input]``.
     """
-    flat, w = _prepare_lookup(
-        input,
-        weight,
-        padding_idx,
-        max_norm,
-        norm_type,
-        scale_grad_by_freq,
-        "index_select_embedding",
-    )
+    options = (padding_idx, max_norm, norm_type, scale_grad_by_freq)
+    flat, w = prepare_call(input, weight, options, "index_select_embedding")
     return w.index_select(0, flat).reshape(*input.shape, weight.shape[1])
 
 
@@ -152,19 +117,7 @@ def indexing_embedding(
     """Lookup by advanced indexing, ``weight[input]``; gradient by accumulating ``index_put``.
 
     Same arguments, semantics and errors as :func:`lookup_embedding` (without ``sparse``).
-
-    Args:
-        input: int64 or int32 ids of any shape ``(*batch)``.
-        weight: ``(V, D)`` floating table.
-        padding_idx: row that receives no gradient (negative counts from the end).
-        max_norm: rescale referenced rows in place to at most this norm.
-        norm_type: the ``p`` of the p-norm for ``max_norm``.
-        scale_grad_by_freq: divide each row's gradient by its id's frequency.
-
-    Returns:
-        ``(*batch, D)`` tensor equal to ``weight[input]``.
     """
-    flat, w = _prepare_lookup(
-        input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, "indexing_embedding"
-    )
+    options = (padding_idx, max_norm, norm_type, scale_grad_by_freq)
+    flat, w = prepare_call(input, weight, options, "indexing_embedding")
     return w[flat].reshape(*input.shape, weight.shape[1])

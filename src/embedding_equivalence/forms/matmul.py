@@ -11,8 +11,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .renorm import grad_row_scale, renorm_rows_
-from .validation import check_embedding_args, check_ids_in_range, check_one_hot_fits
+from .renorm import prepare_call
 
 __all__ = [
     "dense_one_hot",
@@ -66,27 +65,6 @@ def sparse_one_hot(ids: torch.Tensor, num_classes: int, dtype: torch.dtype) -> t
     )
 
 
-def _prepare(
-    input: torch.Tensor,
-    weight: torch.Tensor,
-    padding_idx: int | None,
-    max_norm: float | None,
-    norm_type: float,
-    scale_grad_by_freq: bool,
-    fn: str,
-    dense: bool,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    padding = check_embedding_args(input, weight, padding_idx, max_norm, norm_type, fn)
-    num_embeddings = weight.shape[0]
-    if dense:
-        check_one_hot_fits(input.numel(), num_embeddings, weight.dtype, weight.device, fn)
-    check_ids_in_range(input, num_embeddings, fn)
-    flat = input.reshape(-1).long()
-    if max_norm is not None:
-        renorm_rows_(weight, flat, max_norm, norm_type)
-    return flat, grad_row_scale(weight, flat, padding, scale_grad_by_freq)
-
-
 def matmul_embedding(
     input: torch.Tensor,
     weight: torch.Tensor,
@@ -129,16 +107,8 @@ def matmul_embedding(
         tensor([[4., 5.],
                 [0., 1.]])
     """
-    flat, w = _prepare(
-        input,
-        weight,
-        padding_idx,
-        max_norm,
-        norm_type,
-        scale_grad_by_freq,
-        "matmul_embedding",
-        dense=True,
-    )
+    options = (padding_idx, max_norm, norm_type, scale_grad_by_freq)
+    flat, w = prepare_call(input, weight, options, "matmul_embedding", dense_one_hot=True)
     one_hot = dense_one_hot(flat, weight.shape[0], weight.dtype)
     return (one_hot @ w).reshape(*input.shape, weight.shape[1])
 
@@ -176,16 +146,8 @@ def linear_embedding(
         ValueError: see :func:`lookup_embedding`.
         IndexError: see :func:`lookup_embedding`.
     """
-    flat, w = _prepare(
-        input,
-        weight,
-        padding_idx,
-        max_norm,
-        norm_type,
-        scale_grad_by_freq,
-        "linear_embedding",
-        dense=True,
-    )
+    options = (padding_idx, max_norm, norm_type, scale_grad_by_freq)
+    flat, w = prepare_call(input, weight, options, "linear_embedding", dense_one_hot=True)
     one_hot = dense_one_hot(flat, weight.shape[0], weight.dtype)
     return F.linear(one_hot, w.t()).reshape(*input.shape, weight.shape[1])
 
@@ -222,15 +184,7 @@ def sparse_matmul_embedding(
         ValueError: see :func:`lookup_embedding`.
         IndexError: see :func:`lookup_embedding`.
     """
-    flat, w = _prepare(
-        input,
-        weight,
-        padding_idx,
-        max_norm,
-        norm_type,
-        scale_grad_by_freq,
-        "sparse_matmul_embedding",
-        dense=False,
-    )
+    options = (padding_idx, max_norm, norm_type, scale_grad_by_freq)
+    flat, w = prepare_call(input, weight, options, "sparse_matmul_embedding", dense_one_hot=False)
     one_hot = sparse_one_hot(flat, weight.shape[0], weight.dtype)
     return torch.sparse.mm(one_hot, w).reshape(*input.shape, weight.shape[1])

@@ -17,6 +17,7 @@ from .options import BAG_OPTIONS, EMBEDDING_OPTIONS
 
 __all__ = ["FORMS", "Form", "form", "forms"]
 
+
 @dataclass(frozen=True)
 class Form:
     """One implementation of the embedding (or of the embedding bag).
@@ -48,26 +49,28 @@ class Form:
 
 _NOT_SPARSE = tuple(o for o in EMBEDDING_OPTIONS if o != "sparse")
 _BAG_NOT_SPARSE = tuple(o for o in BAG_OPTIONS if o != "sparse")
+_DENSE, _SPARSE = "dense matmul", "sparse matmul"
 
 #: Every form, the public ones first, embeddings before bags.
 FORMS: tuple[Form, ...] = (
     Form("lookup_embedding", lookup_embedding, "embedding", "lookup", EMBEDDING_OPTIONS),
-    Form("matmul_embedding", matmul_embedding, "embedding", "dense matmul", _NOT_SPARSE),
-    Form("linear_embedding", linear_embedding, "embedding", "dense matmul", _NOT_SPARSE),
-    Form(
-        "sparse_matmul_embedding", sparse_matmul_embedding, "embedding", "sparse matmul",
-        _NOT_SPARSE,
-    ),  # fmt: skip
+    Form("matmul_embedding", matmul_embedding, "embedding", _DENSE, _NOT_SPARSE),
+    Form("linear_embedding", linear_embedding, "embedding", _DENSE, _NOT_SPARSE),
+    Form("sparse_matmul_embedding", sparse_matmul_embedding, "embedding", _SPARSE, _NOT_SPARSE),
     Form("lookup_embedding_bag", lookup_embedding_bag, "bag", "lookup", BAG_OPTIONS),
-    Form("matmul_embedding_bag", matmul_embedding_bag, "bag", "dense matmul", _BAG_NOT_SPARSE),
+    Form("matmul_embedding_bag", matmul_embedding_bag, "bag", _DENSE, _BAG_NOT_SPARSE),
+    # Two further lookups, cross-checks for the suite (not exported).
     Form(
-        "index_select_embedding", index_select_embedding, "embedding", "lookup", _NOT_SPARSE,
+        "index_select_embedding",
+        index_select_embedding,
+        "embedding",
+        "lookup",
+        _NOT_SPARSE,
         public=False,
-    ),  # fmt: skip
+    ),
     Form(
-        "indexing_embedding", indexing_embedding, "embedding", "lookup", _NOT_SPARSE,
-        public=False,
-    ),  # fmt: skip
+        "indexing_embedding", indexing_embedding, "embedding", "lookup", _NOT_SPARSE, public=False
+    ),
 )
 
 

@@ -14,7 +14,9 @@ from typing import Any
 
 import torch
 
-__all__ = ["GradRowScale", "grad_row_scale", "renorm_rows_"]
+from .validation import check_embedding_args, check_ids_in_range, check_one_hot_fits
+
+__all__ = ["GradRowScale", "grad_row_scale", "prepare_call", "renorm_rows_"]
 
 
 def renorm_rows_(
@@ -121,3 +123,39 @@ def grad_row_scale(
     out = GradRowScale.apply(weight, scale, keep)
     assert isinstance(out, torch.Tensor)
     return out
+
+
+def prepare_call(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    options: tuple[int | None, float | None, float, bool],
+    fn: str,
+    *,
+    dense_one_hot: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Validate a call of a hand-written form and apply its options outside the product.
+
+    The checks every form shares (in order: arguments, the dense one-hot's size when there is
+    one, the ids' range), then ``max_norm``'s in-place renorm, then the gradient rule of
+    ``padding_idx`` and ``scale_grad_by_freq``.
+
+    Args:
+        input: the ids.
+        weight: the ``(V, D)`` table.
+        options: ``(padding_idx, max_norm, norm_type, scale_grad_by_freq)`` as passed.
+        fn: the form's name, for the messages.
+        dense_one_hot: the form builds an ``(N, V)`` one-hot: refuse it if it would not fit.
+
+    Returns:
+        ``(flat_ids, weight)``: the ids as a 1-D int64 tensor, and the table to multiply or
+        index (``weight`` itself, or a view of it carrying the gradient rule).
+    """
+    padding_idx, max_norm, norm_type, scale_grad_by_freq = options
+    padding = check_embedding_args(input, weight, padding_idx, max_norm, norm_type, fn)
+    if dense_one_hot:
+        check_one_hot_fits(input.numel(), weight.shape[0], weight.dtype, weight.device, fn)
+    check_ids_in_range(input, weight.shape[0], fn)
+    flat = input.reshape(-1).long()
+    if max_norm is not None:
+        renorm_rows_(weight, flat, max_norm, norm_type)
+    return flat, grad_row_scale(weight, flat, padding, scale_grad_by_freq)

@@ -7,39 +7,8 @@
 engine asks any oracle for its answers.
 """
 
-from .bag import (
-    BagGradients,
-    BagOracle,
-    embedding_bag_error_bound,
-    embedding_bag_gradient_error_bound,
-    reference_embedding_bag,
-    reference_embedding_bag_grad,
-)
-from .bounds import gamma, renorm_error_bound, unit_roundoff
-from .embedding import (
-    EmbeddingOracle,
-    gradient_error_bound,
-    reference_embedding,
-    reference_embedding_grad,
-)
+from .bag import BagOracle
+from .embedding import EmbeddingOracle
 from .expected import ExpectedRows, Oracle
-from .max_ties import MAX_TIE_SEARCH
 
-__all__ = [
-    "MAX_TIE_SEARCH",
-    "BagGradients",
-    "BagOracle",
-    "EmbeddingOracle",
-    "ExpectedRows",
-    "Oracle",
-    "embedding_bag_error_bound",
-    "embedding_bag_gradient_error_bound",
-    "gamma",
-    "gradient_error_bound",
-    "reference_embedding",
-    "reference_embedding_bag",
-    "reference_embedding_bag_grad",
-    "reference_embedding_grad",
-    "renorm_error_bound",
-    "unit_roundoff",
-]
+__all__ = ["BagOracle", "EmbeddingOracle", "ExpectedRows", "Oracle"]

@@ -403,7 +403,10 @@ def check_call(
 class CheckableCase(Protocol):
     """What the engine needs of a drawn case (``EmbeddingCase``, ``EmbeddingBagCase``)."""
 
-    invalid: str | None
+    @property
+    def invalid(self) -> str | None:
+        """``None`` for a valid call, else why the reference refuses it."""
+        ...
 
     def call(self, backward: bool = True) -> Call:
         """Fresh tensors and arguments."""

@@ -157,6 +157,13 @@ def _check_linear_activation(keras_: ModuleType, dense: Any, fn: str, target: st
         )
 
 
+def _keras_table(layer: Any, fn: str) -> tuple[ModuleType, torch.Tensor]:
+    """Keras, and a copy of a checked ``keras.layers.Embedding``'s table as a torch tensor."""
+    keras_ = _keras(fn)
+    _check_keras_layer(layer, keras_.layers.Embedding, fn)
+    return keras_, _to_torch(keras_, layer.embeddings)
+
+
 def _torch_device(keras_: ModuleType, table: torch.Tensor) -> torch.device:
     # On the torch backend the copy stays where Keras keeps the variable; elsewhere the CPU.
     return table.device if keras_.backend.backend() == "torch" else torch.device("cpu")
@@ -388,10 +395,7 @@ def keras_embedding_to_torch(layer: keras.layers.Embedding) -> nn.Embedding:
         TypeError: ``layer`` is not a ``keras.layers.Embedding``.
         ValueError: the layer is not built, or it is quantized.
     """
-    fn = "keras_embedding_to_torch"
-    keras_ = _keras(fn)
-    _check_keras_layer(layer, keras_.layers.Embedding, fn)
-    table = _to_torch(keras_, layer.embeddings)
+    keras_, table = _keras_table(layer, "keras_embedding_to_torch")
     rows, cols = table.shape
     module = nn.Embedding(rows, cols, device="meta", dtype=table.dtype).to_empty(
         device=_torch_device(keras_, table)
@@ -422,10 +426,7 @@ def keras_embedding_to_dense(layer: keras.layers.Embedding) -> keras.layers.Dens
         TypeError: ``layer`` is not a ``keras.layers.Embedding``.
         ValueError: the layer is not built, or it is quantized.
     """
-    fn = "keras_embedding_to_dense"
-    keras_ = _keras(fn)
-    _check_keras_layer(layer, keras_.layers.Embedding, fn)
-    table = _to_torch(keras_, layer.embeddings)
+    keras_, table = _keras_table(layer, "keras_embedding_to_dense")
     dense = keras_.layers.Dense(
         layer.output_dim,
         use_bias=False,

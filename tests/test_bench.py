@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import importlib
 import importlib.util
 import io
 import json
 import math
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,10 @@ import pytest
 import torch
 
 from embedding_equivalence import bench, cli
+from embedding_equivalence.bench import memory
+from embedding_equivalence.bench.compare import IMPLEMENTATIONS, RAW_BASELINES
+from embedding_equivalence.bench.sweep_forms import SWEEP_NAMES
+from embedding_equivalence.forms import registry
 
 S = 4  # float32
 B = 1e10  # copy bandwidth, bytes/s
@@ -143,13 +149,66 @@ def test_unknown_model_or_mode_is_refused() -> None:
 
 
 def test_sweep_points_merge_the_three_sweeps() -> None:
-    points = bench.sweep_points(8, 4, [16, 64], [4, 8], [8, 32], 64)
+    points = bench.SweepSizes(8, 4, (16, 64), (4, 8), (8, 32), 64).points()
     assert points == [
         (8, 16, 4, "V"),
         (8, 64, 4, "V,D,N"),
         (8, 64, 8, "D"),
         (32, 64, 4, "N"),
     ]
+
+
+# --- the forms: every public embedding form of the registry is benchmarked -----------------
+
+PUBLIC_EMBEDDINGS = [f.name for f in registry.forms("embedding", public=True)]
+
+
+def test_the_sweep_covers_every_public_embedding_form() -> None:
+    # A new form in FORMS needs a label and a model in SWEEP_NAMES, or the sweep leaves it out.
+    assert sorted(SWEEP_NAMES) == sorted(PUBLIC_EMBEDDINGS)
+    swept = {f.impl.form for f in bench.SWEEP_FORMS}
+    assert swept == set(PUBLIC_EMBEDDINGS)
+    labels = [f.label for f in bench.SWEEP_FORMS]
+    assert len(labels) == len(set(labels))
+    for f in bench.SWEEP_FORMS:
+        assert f.model in bench.MODEL_FORMULAS, f.model
+        assert f.impl.dense_one_hot == (registry.form(f.impl.form).computes == "dense matmul")
+
+
+def test_the_sweep_reads_its_forms_from_the_registry() -> None:
+    assert [(f.label, f.impl.name, f.model, f.grad, f.modes) for f in bench.SWEEP_FORMS] == [
+        ("lookup", "lookup_embedding", "lookup", "dense", ("fwd", "fwd+bwd")),
+        ("lookup (sparse grad)", "lookup_embedding(sparse=True)", "lookup_sparse_grad", "sparse",
+         ("fwd+bwd",)),
+        ("one-hot matmul", "matmul_embedding", "one_hot", "dense", ("fwd", "fwd+bwd")),
+        ("linear", "linear_embedding", "linear", "dense", ("fwd", "fwd+bwd")),
+        ("sparse matmul", "sparse_matmul_embedding", "sparse_mm", "dense", ("fwd", "fwd+bwd")),
+    ]  # fmt: skip
+    ids, weight = torch.tensor([1, 0]), torch.randn(3, 2, requires_grad=True)
+    sparse = bench.SWEEP_FORMS[1].impl.fn(ids, weight)
+    sparse.sum().backward()
+    assert weight.grad is not None
+    assert weight.grad.is_sparse
+
+
+def test_the_comparison_covers_every_public_embedding_form() -> None:
+    assert sorted(RAW_BASELINES) == sorted(PUBLIC_EMBEDDINGS)
+    assert [i.name for i in IMPLEMENTATIONS if i.is_form] == PUBLIC_EMBEDDINGS
+    for impl in IMPLEMENTATIONS:
+        if impl.is_form:
+            assert impl.fn is registry.form(impl.name).fn
+    raw = [i.name for i in IMPLEMENTATIONS if not i.is_form]
+    assert raw == [label for f in PUBLIC_EMBEDDINGS for label, _ in RAW_BASELINES[f]]
+
+
+@pytest.mark.parametrize("code", [memory._SERVER, memory._ONE_SHOT], ids=["server", "one-shot"])
+def test_the_measuring_processes_import_what_exists(code: str) -> None:
+    # The memory is measured in processes started with `python -c CODE`: their imports must
+    # name this package's modules as they are.
+    found = re.findall(r"from ([\w.]+) import (\w+)", code)
+    assert found
+    for module, name in found:
+        assert hasattr(importlib.import_module(module), name), (module, name)
 
 
 # --- a tiny run -----------------------------------------------------------------------------

@@ -1,0 +1,111 @@
+"""Benchmark: the lookup and the one-hot matmul, time and peak memory, beside a roofline model.
+
+Run it as ``embedding-equivalence bench`` or ``python -m embedding_equivalence.bench``
+(``--help`` lists the options; ``--quick`` takes well under a minute).
+
+**The sweep** (the default). Three one-at-a-time sweeps around a base point ``(N, V, D)``:
+``V`` over ``--vocab`` (default 1,024 to 50,257, and 262,144 where the one-hot fits) at the base
+``N`` and ``D``; ``D`` over ``--dims`` and ``N`` over ``--ns`` at ``V = --base-vocab``. At every
+point it times five forms, forward and forward+backward:
+
+- ``lookup_embedding`` (dense gradient) and ``lookup_embedding(sparse=True)`` (sparse gradient,
+  forward+backward only: its forward is the same call);
+- ``matmul_embedding`` (dense one-hot ``@ W``) and ``linear_embedding``
+  (``F.linear(one_hot, W.T)``), both with a dense gradient;
+- ``sparse_matmul_embedding`` (sparse COO one-hot ``@ W``, dense gradient).
+
+Timing: ``torch.utils.benchmark.Timer.blocked_autorange`` with the intra-op threads fixed by
+``--threads`` (default 1) and recorded; the median of the blocks is reported. With one thread on
+the CPU the default clock is the process's CPU time (``time.process_time``), which does not count
+the time spent waiting for a core on a shared machine; ``--clock wall`` gives elapsed time (always
+used on CUDA, synchronised). A dense form whose one-hot cannot fit
+(:func:`~embedding_equivalence.forms.validation.check_one_hot_fits`) is skipped with a note.
+
+**Calibration and the model.** Before the sweep the machine is measured: the copy bandwidth
+``B(x)`` (``dst.copy_(src)``, ``x`` = bytes read + written, for ``x`` on a grid of powers of 4
+that spans the sizes the sweep needs), the zero-fill bandwidth ``Z(x)`` (``torch.zeros`` of ``x``
+bytes: allocation, first touch and memset, as every call pays for a fresh buffer), and the GEMM
+throughput ``F`` at each ``(N, D)`` of the sweep (``(N, K) @ (K, D)`` and, for the backward,
+``(N, K).T @ (N, D)``, ``K = min(4096, V)``). Between grid points bandwidths are interpolated
+log-log. With ``s`` the itemsize of the dtype, the model times (:func:`model_time`) are:
+
+=========================  =============================================================
+lookup, fwd                ``2·N·D·s / B``: read ``N`` rows, write ``N`` rows (the roofline
+                           of a gather)
+lookup, fwd+bwd dense      fwd ``+ V·D·s / Z`` (zeroed ``V x D`` gradient)
+                           ``+ 3·N·D·s / B`` (scatter-add: read ``G``, read+write rows)
+lookup, fwd+bwd sparse     fwd only: the sparse gradient's values and indices are views of
+                           ``G`` and the ids, so no ``N x D`` bytes move
+one-hot matmul, fwd        ``N·V·s / Z`` (build the one-hot) ``+ 2·N·V·D / F_fwd``
+one-hot matmul, fwd+bwd    fwd ``+ 2·N·V·D / F_bwd`` (``one_hot.T @ G``)
+linear                     as the one-hot matmul
+sparse matmul, fwd         as the lookup (a sparse product with one 1 per row is a gather)
+sparse matmul, fwd+bwd     as the lookup with a dense gradient
+=========================  =============================================================
+
+Each bandwidth is taken at the byte count of its term (``B(2·N·D·s)`` for the gather), so the
+model follows the cache level that a working set of that size lives in. The model has no fixed
+per-call cost (dispatch, validation, autograd), so very small cases run slower than it says.
+
+**Peak memory.** On CUDA: ``torch.cuda.max_memory_allocated`` after
+``reset_peak_memory_stats``, minus the memory allocated before the call. On the CPU: every case
+runs once in a fresh process (forked from a server process that has imported torch and run
+nothing else); it warms up on a tiny input (so that one-time lazy initialisation is not counted),
+builds the inputs, reads its resident set size, resets the kernel's peak
+(``/proc/self/clear_refs``), runs the case, and reports peak RSS (``VmHWM``) minus the RSS before.
+Where that reset is not available, the growth of ``ru_maxrss`` is reported instead. The analytic
+memory beside it (:func:`analytic_memory_bytes`) counts the output ``N·D·s``, the one-hot
+``N·V·s``, a dense gradient ``V·D·s`` and a sparse one-hot ``N·(2·8 + s)``.
+
+**Outputs** (``--out DIR``, default ``bench-results/``): ``bench.json`` (keys ``schema``,
+``machine``, ``config``, ``calibration``, ``model``, ``headline``, ``results``, ``notes``),
+``bench.csv`` (one row per case, the columns of :data:`CSV_COLUMNS`), and, with matplotlib
+(``pip install 'embedding-equivalence[bench]'``), ``time_vs_vocab.svg``,
+``memory_vs_vocab.svg`` and ``ratio_vs_model.svg`` (the one-hot/lookup time ratio, measured and
+modelled). The machine record holds the CPU model, cores, affinity, threads, torch and Python
+versions, the device and its name, the dtype, the clock, the date and the load average.
+
+**The form-vs-raw comparison** (``--compare``): for every ``V`` each form beside the raw torch
+call(s) it wraps, with ratios from interleaved rounds, and three targets:
+(a) ``lookup_embedding`` forward+backward within 10% of ``F.embedding``;
+(b) ``matmul_embedding`` no slower than the naive scatter one-hot (ratio <= 1.05, for noise);
+(c) ``sparse_matmul_embedding`` forward at most 2x slower at the largest ``V`` than at the
+smallest. The raw calls build their one-hot inside the timed statement, as the forms do, so the
+ratio is the cost of the form's wrapping (validation, range check, memory check, reshapes).
+
+The ids and the weight come from a ``torch.Generator`` seeded by ``--seed``; the global RNG is
+never used.
+
+**The modules.** ``timing`` (modes, clocks, inputs, interleaved ``Timer`` measurement),
+``sweep_forms`` (the swept forms, read from :data:`~embedding_equivalence.forms.FORMS`),
+``calibration`` (the machine's bandwidths and throughputs), ``model`` (the roofline model),
+``memory`` (peak memory in a fresh process), ``sweep`` (running the sweep), ``results`` (its
+records and ``bench.json``), ``report`` (the printed tables, the files), ``plots`` (the SVGs),
+``machine`` (what the run ran on), ``compare`` (``--compare``) and ``cli`` (:func:`main`).
+"""
+
+from __future__ import annotations
+
+from .calibration import Calibration, gemm_k
+from .cli import main
+from .model import MODEL_FORMULAS, analytic_memory_bytes, model_time
+from .report import write_outputs
+from .results import CSV_COLUMNS, HEADLINE_COLUMNS, SweepReport
+from .sweep import SweepSizes, run_sweep
+from .sweep_forms import SWEEP_FORMS
+
+__all__ = [
+    "CSV_COLUMNS",
+    "HEADLINE_COLUMNS",
+    "MODEL_FORMULAS",
+    "SWEEP_FORMS",
+    "Calibration",
+    "SweepReport",
+    "SweepSizes",
+    "analytic_memory_bytes",
+    "gemm_k",
+    "main",
+    "model_time",
+    "run_sweep",
+    "write_outputs",
+]

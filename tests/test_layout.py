@@ -1,0 +1,118 @@
+"""The package's shape: no import circle, no source file over 800 lines.
+
+Imports are read from the source (every ``import`` statement, also those inside functions: a
+lazy import is still an edge), so a circle is found before it bites at run time.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "embedding_equivalence"
+NAME = "embedding_equivalence"
+MAX_LINES = 800
+
+
+def _modules(package: Path) -> dict[str, Path]:
+    """Module name -> file, for every ``.py`` file of ``package``."""
+    found = {}
+    for path in sorted(package.rglob("*.py")):
+        parts = [package.name, *path.relative_to(package).with_suffix("").parts]
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+MODULES = _modules(PACKAGE)
+
+
+def _ancestors(module: str) -> list[str]:
+    parts = module.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def _resolve(modules: dict[str, Path], module: str, node: ast.ImportFrom) -> list[str]:
+    """The package modules an ``from X import a, b`` statement loads."""
+    if node.level:
+        is_package = modules[module].name == "__init__.py"
+        package = module if is_package else module.rpartition(".")[0]
+        for _ in range(node.level - 1):
+            package = package.rpartition(".")[0]
+        base = f"{package}.{node.module}" if node.module else package
+    else:
+        base = node.module or ""
+    # `from . import bench` loads bench; the package it names is the importer's own ancestor.
+    targets = [] if node.module is None else [base]
+    targets += [f"{base}.{alias.name}" for alias in node.names]
+    return [t for t in targets if t in modules]
+
+
+def _imports(modules: dict[str, Path], module: str) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(modules[module].read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name in modules}
+        elif isinstance(node, ast.ImportFrom):
+            found |= set(_resolve(modules, module, node))
+    # Importing a.b.c runs a/__init__ and a/b/__init__ first, unless the importer lives there.
+    own = set(_ancestors(module))
+    for target in list(found):
+        found |= {p for p in _ancestors(target) if p not in own and p in modules}
+    found.discard(module)
+    return found
+
+
+def _cycle(modules: dict[str, Path]) -> list[str] | None:
+    graph = {m: _imports(modules, m) for m in modules}
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(m: str) -> list[str] | None:
+        state[m] = 1
+        path.append(m)
+        for n in sorted(graph[m]):
+            if state.get(n) == 1:
+                return [*path[path.index(n) :], n]
+            if n not in state and (found := visit(n)):
+                return found
+        path.pop()
+        state[m] = 2
+        return None
+
+    for m in sorted(graph):
+        if m not in state and (found := visit(m)):
+            return found
+    return None
+
+
+def test_the_import_graph_is_read() -> None:
+    assert "embedding_equivalence._check" in _imports(MODULES, "embedding_equivalence._verify")
+    assert "embedding_equivalence.forms" in _imports(MODULES, "embedding_equivalence.oracle.bag")
+
+
+def test_a_lazy_import_circle_is_found(tmp_path: Path) -> None:
+    """The circle that bench and cli once made: a module-level import one way, a lazy one back."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "cli.py").write_text("def main():\n    from . import bench\n")
+    (package / "bench.py").write_text("from .cli import main\n")
+    assert _cycle(_modules(package)) in (
+        ["pkg.bench", "pkg.cli", "pkg.bench"],
+        ["pkg.cli", "pkg.bench", "pkg.cli"],
+    )
+
+
+def test_no_import_circle() -> None:
+    cycle = _cycle(MODULES)
+    assert cycle is None, "import circle: " + " -> ".join(cycle or [])
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_source_file_over_800_lines(module: str) -> None:
+    lines = MODULES[module].read_text(encoding="utf-8").count("\n")
+    assert lines <= MAX_LINES, f"{MODULES[module].relative_to(PACKAGE)} has {lines} lines"

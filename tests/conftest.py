@@ -15,6 +15,9 @@ import pytest
 import torch
 from hypothesis import HealthCheck, settings
 
+from embedding_equivalence.pytest_plugin import DEVICES_ENV, session_devices
+from embedding_equivalence.strategies import supported_float_dtypes
+
 # deadline=None everywhere: the first call of a torch kernel pays for lazy initialisation and
 # dispatch caches, so per-example wall time says nothing about the property and a deadline
 # would only produce flaky DeadlineExceeded errors.
@@ -40,39 +43,113 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.ge
 torch.set_num_threads(1)
 
 
-def _device_params() -> list[object]:
-    cuda = torch.cuda.is_available()
-    mps = hasattr(torch.backends, "mps") and torch.backends.mps.is_available()
-    return [
-        pytest.param("cpu", id="cpu"),
-        pytest.param(
-            "cuda",
-            id="cuda",
-            marks=[pytest.mark.cuda, pytest.mark.skipif(not cuda, reason="no CUDA device")],
-        ),
-        pytest.param("mps", id="mps", marks=pytest.mark.skipif(not mps, reason="no MPS device")),
-    ]
-
-
 FLOAT_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 INDEX_DTYPES = [torch.int64, torch.int32]
+_DESELECTED = pytest.StashKey[int]()
 
 
-@pytest.fixture(params=_device_params(), scope="session")
+def _dtype_id(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _device_param(
+    device: str, dtype: torch.dtype | None = None, *, device_first: bool = False
+) -> object:
+    """One row: ``device`` alone (id ``cuda``) or ``(dtype, device)`` (id ``float32-cuda``).
+
+    ``device_first`` gives the id ``cuda-float32``, for a test that names ``device`` first.
+    """
+    marks = [pytest.mark.cuda] if device == "cuda" else []
+    if dtype is None:
+        return pytest.param(device, id=device, marks=marks)
+    ids = [device, _dtype_id(dtype)] if device_first else [_dtype_id(dtype), device]
+    return pytest.param(dtype, device, id="-".join(ids), marks=marks)
+
+
+@pytest.hookimpl(tryfirst=True)  # first, so ids keep the order float32-cpu-int64-...
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Rows for the selected devices only (see ``EMBEDDING_TEST_DEVICES`` in the plugin).
+
+    ``device`` (and ``float_dtype``, which depends on it) get one row per selected device, and
+    per dtype that device supports: absent devices and MPS float64 produce no row at all.
+    ``accelerator`` gets one row per selected device other than the CPU.
+    """
+    names = metafunc.fixturenames
+    devices = session_devices(metafunc.config)
+    if "float_dtype" in names:
+        device_first = names.index("device") < names.index("float_dtype")
+        pairs = [
+            _device_param(device, dtype, device_first=device_first)
+            for device in devices
+            for dtype in FLOAT_DTYPES
+            if dtype in supported_float_dtypes(device)
+        ]
+        metafunc.parametrize(("float_dtype", "device"), pairs, indirect=True, scope="session")
+    elif "device" in names:
+        params = [_device_param(device) for device in devices]
+        metafunc.parametrize("device", params, indirect=True, scope="session")
+    accelerators = [device for device in devices if device != "cpu"]
+    if "accelerator" in names and accelerators:
+        params = [_device_param(device) for device in accelerators]
+        metafunc.parametrize("accelerator", params, indirect=True, scope="session")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect what needs a device that is not selected, rather than collect skipped rows.
+
+    Tests marked ``cuda`` run only when CUDA is selected (present, or demanded with
+    ``EMBEDDING_TEST_DEVICES``, which fails the session when it is absent); tests of the
+    ``accelerator`` fixture run only when a device besides the CPU is selected.
+    """
+    devices = session_devices(config)
+    keep: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        needs_cuda = item.get_closest_marker("cuda") is not None and "cuda" not in devices
+        needs_accelerator = "accelerator" in getattr(item, "fixturenames", ()) and not any(
+            device != "cpu" for device in devices
+        )
+        (dropped if needs_cuda or needs_accelerator else keep).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+    config.stash[_DESELECTED] = len(dropped)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    devices = session_devices(config)
+    source = f"from {DEVICES_ENV}" if os.environ.get(DEVICES_ENV, "").strip() else "detected"
+    return [f"embedding devices: {', '.join(devices)} ({source})"]
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    count = terminalreporter.config.stash.get(_DESELECTED, 0)
+    if count:
+        terminalreporter.write_line(
+            f"embedding devices: {count} test(s) needing an unselected device were deselected "
+            f"(selected: {', '.join(session_devices(terminalreporter.config))})"
+        )
+
+
+@pytest.fixture(scope="session")
 def device(request: pytest.FixtureRequest) -> torch.device:
-    """Every device kind; absent ones are skipped with a reason."""
+    """Each selected device (``EMBEDDING_TEST_DEVICES``, else the present ones)."""
     return torch.device(request.param)
 
 
-@pytest.fixture(params=FLOAT_DTYPES, ids=lambda d: str(d).removeprefix("torch."), scope="session")
+@pytest.fixture(scope="session")
 def float_dtype(request: pytest.FixtureRequest, device: torch.device) -> torch.dtype:
-    """Every floating dtype the device supports (MPS has no float64)."""
-    if device.type == "mps" and request.param == torch.float64:
-        pytest.skip("MPS has no float64")
+    """Every floating dtype the device supports (MPS has no float64: no such row)."""
     return request.param
 
 
-@pytest.fixture(params=INDEX_DTYPES, ids=lambda d: str(d).removeprefix("torch."), scope="session")
+@pytest.fixture(scope="session")
+def accelerator(request: pytest.FixtureRequest) -> torch.device:
+    """Each selected device other than the CPU; tests using it are deselected when none is."""
+    return torch.device(request.param)
+
+
+@pytest.fixture(params=INDEX_DTYPES, ids=_dtype_id, scope="session")
 def index_dtype(request: pytest.FixtureRequest) -> torch.dtype:
     """int64 and int32 ids, the two dtypes F.embedding accepts."""
     return request.param

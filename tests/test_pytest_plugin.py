@@ -5,30 +5,111 @@ from __future__ import annotations
 import pytest
 import torch
 
-from embedding_equivalence.strategies import available_devices
+import embedding_equivalence as ee
+from embedding_equivalence.pytest_plugin import DEVICES_ENV, selected_devices
+from embedding_equivalence.strategies import available_devices, supported_float_dtypes
+
+PAIR_TEST = """
+    import torch
+
+    def test_pair(embedding_device_dtype):
+        device, dtype = embedding_device_dtype
+        assert isinstance(dtype, torch.dtype)
+        assert torch.zeros(1, device=device, dtype=dtype).dtype == dtype
+
+    def test_device(embedding_device):
+        assert torch.zeros(1, device=embedding_device).device.type == embedding_device
+    """
 
 
-def test_device_dtype_fixture_ids_and_skips(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(
-        """
-        import torch
+def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest("-v", "-rs", "-p", "no:cacheprovider", *args)
 
-        def test_pair(embedding_device_dtype):
-            device, dtype = embedding_device_dtype
-            assert isinstance(dtype, torch.dtype)
-            assert torch.zeros(1, device=device, dtype=dtype).dtype == dtype
-        """
-    )
-    result = pytester.runpytest("-v", "-rs", "-p", "no:cacheprovider")
+
+@pytest.fixture(autouse=True)
+def _no_devices_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts from detection, whatever the outer session was given."""
+    monkeypatch.delenv(DEVICES_ENV, raising=False)
+
+
+def test_only_present_devices_are_generated(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(PAIR_TEST)
+    result = _run(pytester)
     result.stdout.fnmatch_lines(
         ["*test_pair?cpu-float32? PASSED*", "*test_pair?cpu-bfloat16? PASSED*"]
     )
-    expected_skips = 0 if torch.cuda.is_available() else 4
-    if "mps" not in available_devices():
-        expected_skips += 3  # MPS has no float64
-    if expected_skips:
-        result.stdout.fnmatch_lines(["*SKIPPED*no * device on this machine*"])
-    result.assert_outcomes(passed=4 + 7 - expected_skips, skipped=expected_skips)
+    present = available_devices()
+    pairs = sum(len(supported_float_dtypes(device)) for device in present)
+    result.assert_outcomes(passed=pairs + len(present))
+    assert "SKIPPED" not in result.stdout.str()
+    for absent in {"cuda", "mps"} - set(present):
+        result.stdout.no_fnmatch_line(f"*{absent}*")
+
+
+def test_env_cpu_gives_only_cpu_rows(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(DEVICES_ENV, "cpu")
+    pytester.makepyfile(PAIR_TEST)
+    result = _run(pytester)
+    result.assert_outcomes(passed=4 + 1)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_pair?cpu-float32? PASSED*",
+            "*test_pair?cpu-float64? PASSED*",
+            "*test_pair?cpu-float16? PASSED*",
+            "*test_pair?cpu-bfloat16? PASSED*",
+            "*test_device?cpu? PASSED*",
+        ]
+    )
+    result.stdout.no_fnmatch_line("*cuda*")
+    result.stdout.no_fnmatch_line("*mps*")
+
+
+# No machine has both CUDA and MPS, so this list is never empty.
+@pytest.mark.parametrize("absent", [d for d in ("cuda", "mps") if d not in available_devices()])
+def test_env_demanding_an_absent_device_fails_the_session(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, absent: str
+) -> None:
+    monkeypatch.setenv(DEVICES_ENV, f"cpu,{absent}")
+    pytester.makepyfile(PAIR_TEST)
+    result = _run(pytester)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [f"*{DEVICES_ENV}='cpu,{absent}' demands {absent}, which is not present*(present: cpu*"]
+    )
+    result.stdout.no_fnmatch_line("*PASSED*")
+
+
+def test_env_unknown_device_fails_the_session(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(DEVICES_ENV, "cpu,tpu")
+    pytester.makepyfile(PAIR_TEST)
+    result = _run(pytester, "--collect-only")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*unknown device kind 'tpu'; known device kinds: cpu, cuda, mps*"])
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("", available_devices()),
+        ("  ", available_devices()),
+        ("cpu", ["cpu"]),
+        (" CPU , cpu ", ["cpu"]),
+    ],
+    ids=["empty", "blank", "cpu", "case-spaces-duplicates"],
+)
+def test_selected_devices_parsing(value: str, expected: list[str]) -> None:
+    assert selected_devices({DEVICES_ENV: value}) == expected
+    assert selected_devices({}) == available_devices()
+
+
+@pytest.mark.parametrize("value", [",", "cpu,gpu", "cuda:0"])
+def test_selected_devices_refuses_bad_names(value: str) -> None:
+    with pytest.raises(pytest.UsageError, match=f"{DEVICES_ENV}=.* known device kinds: cpu"):
+        selected_devices({DEVICES_ENV: value})
 
 
 def test_max_examples_option(pytester: pytest.Pytester) -> None:
@@ -42,6 +123,20 @@ def test_max_examples_option(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=1)
 
 
+@pytest.fixture
+def _verification_imported() -> None:
+    """Import what a verification imports lazily, in this process, before pytester runs one.
+
+    An in-process pytester run removes from ``sys.modules`` what it imported; torch's lazily
+    imported ``torch._inductor.test_operators`` then registers its TORCH_LIBRARY a second time
+    on the next import, and a later verification in this session fails.
+    """
+    ee.verify_embedding(
+        ee.lookup_embedding, dtypes=[torch.float32], devices=["cpu"], max_examples=1, seed=0
+    )
+
+
+@pytest.mark.usefixtures("_verification_imported")
 def test_a_users_verification_through_the_fixtures(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         """

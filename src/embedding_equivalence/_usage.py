@@ -1,13 +1,38 @@
-"""The error that the command-line interfaces share: a bad command line, exit status 2.
+"""What the command-line interfaces share: the usage error (exit status 2) and argument types.
 
-``cli`` (``verify``, ``demo``) and ``bench.cli`` both raise it; neither imports the other for
-it, so the two stay free of an import circle.
+``cli`` (``verify``, ``demo``) and ``bench.cli`` both use them; neither imports the other, so
+the two stay free of an import circle.
 """
 
 from __future__ import annotations
 
-__all__ = ["UsageError"]
+import argparse
+from collections.abc import Callable
+
+__all__ = ["UsageError", "int_at_least"]
 
 
 class UsageError(Exception):
     """A bad command line: reported in one line with exit status 2."""
+
+
+def int_at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse type: an integer (``1_000`` allowed) no smaller than ``minimum``.
+
+    Args:
+        minimum: the smallest value accepted.
+
+    Returns:
+        The parser, which raises ``argparse.ArgumentTypeError`` naming the value.
+    """
+
+    def parse(value: str) -> int:
+        try:
+            n = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
+        if n < minimum:
+            raise argparse.ArgumentTypeError(f"{value!r} must be at least {minimum}")
+        return n
+
+    return parse

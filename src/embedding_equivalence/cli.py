@@ -19,7 +19,7 @@ from typing import Any, NoReturn, TextIO
 
 import torch
 
-from ._usage import UsageError
+from ._usage import UsageError, int_at_least
 from .forms.options import BAG_OPTIONS, EMBEDDING_OPTIONS
 from .forms.registry import forms
 
@@ -87,23 +87,8 @@ def _csv(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
 
 
-def _int_at_least(minimum: int) -> Callable[[str], int]:
-    """An argparse type: an integer no smaller than ``minimum``."""
-
-    def parse(value: str) -> int:
-        try:
-            n = int(value)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
-        if n < minimum:
-            raise argparse.ArgumentTypeError(f"{value!r} must be at least {minimum}")
-        return n
-
-    return parse
-
-
-_positive_int = _int_at_least(1)
-_nonnegative_int = _int_at_least(0)
+_positive_int = int_at_least(1)
+_nonnegative_int = int_at_least(0)
 
 
 class _Progress:

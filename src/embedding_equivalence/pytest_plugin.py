@@ -2,12 +2,22 @@
 
 It gives your own test suite, with no configuration:
 
-- ``embedding_device_dtype``: parametrizes a test over every ``(device, dtype)`` pair, with
-  ids like ``cpu-float16``; devices that are absent (``cuda``, ``mps``) are skipped with a
-  reason rather than silently passed;
-- ``embedding_device``: parametrizes over ``cpu``, ``cuda`` and ``mps`` the same way;
+- ``embedding_device_dtype``: parametrizes a test over every ``(device, dtype)`` pair of the
+  selected devices, with ids like ``cpu-float16``; only dtypes the device supports are
+  generated (no ``float64`` on MPS);
+- ``embedding_device``: parametrizes over the selected devices (ids ``cpu``, ``cuda``, ``mps``);
 - ``embedding_max_examples``: the example budget from ``--embedding-max-examples`` (default
   100), to pass to :func:`~embedding_equivalence.verify_embedding` or to ``settings``.
+
+Which devices: by default, those present on the machine
+(:func:`~embedding_equivalence.strategies.available_devices`), so a CPU-only machine gets CPU
+rows only, never rows skipped for an absent GPU. The environment variable
+``EMBEDDING_TEST_DEVICES`` (comma-separated device kinds, e.g. ``cpu,cuda``) overrides the
+detection: the listed devices are exactly the rows generated, and a listed device that is not
+present (or a name that is not a device kind) fails the session with a usage error that names
+it, so a GPU run can demand its GPU instead of passing on the CPU alone::
+
+    EMBEDDING_TEST_DEVICES=cpu,cuda python -m pytest
 
 Example:
     ```python
@@ -24,16 +34,75 @@ Example:
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
+
 import pytest
 import torch
 
 from .strategies import available_devices, supported_float_dtypes
 
-__all__ = ["DEVICE_KINDS", "pytest_addoption", "pytest_generate_tests"]
+__all__ = [
+    "DEVICES_ENV",
+    "DEVICE_KINDS",
+    "pytest_addoption",
+    "pytest_configure",
+    "pytest_generate_tests",
+    "selected_devices",
+    "session_devices",
+]
 
-#: Every device kind the fixtures know; absent ones are skipped with a reason.
+#: Every device kind the fixtures know, in the order their rows are generated.
 DEVICE_KINDS = ("cpu", "cuda", "mps")
+#: The environment variable that overrides device detection (comma-separated device kinds).
+DEVICES_ENV = "EMBEDDING_TEST_DEVICES"
 _DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+_SELECTED = pytest.StashKey[list[str]]()
+
+
+def selected_devices(environ: Mapping[str, str] | None = None) -> list[str]:
+    """The device kinds to generate test rows for, in :data:`DEVICE_KINDS` order.
+
+    Without ``EMBEDDING_TEST_DEVICES`` (or with it empty), the devices present on this machine.
+    With it, exactly the listed device kinds (comma-separated, case and spaces ignored), each
+    of which must be present.
+
+    Args:
+        environ: where to read the variable; :data:`os.environ` by default.
+
+    Returns:
+        A non-empty list of device kinds, such as ``["cpu"]`` or ``["cpu", "cuda"]``.
+
+    Raises:
+        pytest.UsageError: the variable names an unknown device kind, no device at all, or a
+            device that is not present on this machine (the message names it and what is).
+    """
+    raw = (os.environ if environ is None else environ).get(DEVICES_ENV, "")
+    present = available_devices()
+    if not raw.strip():
+        return present
+    names = [name.strip().lower() for name in raw.split(",") if name.strip()]
+    unknown = [name for name in names if name not in DEVICE_KINDS]
+    if unknown or not names:
+        what = f"unknown device kind {', '.join(map(repr, unknown))}" if unknown else "no device"
+        raise pytest.UsageError(
+            f"{DEVICES_ENV}={raw!r} names {what}; known device kinds: {', '.join(DEVICE_KINDS)}"
+        )
+    absent = [kind for kind in DEVICE_KINDS if kind in names and kind not in present]
+    if absent:
+        raise pytest.UsageError(
+            f"{DEVICES_ENV}={raw!r} demands {', '.join(absent)}, which "
+            f"{'is' if len(absent) == 1 else 'are'} not present on this machine "
+            f"(present: {', '.join(present)})"
+        )
+    return [kind for kind in DEVICE_KINDS if kind in names]
+
+
+def session_devices(config: pytest.Config) -> list[str]:
+    """:func:`selected_devices` for this session, computed once and kept on ``config``."""
+    if _SELECTED not in config.stash:
+        config.stash[_SELECTED] = selected_devices()
+    return config.stash[_SELECTED]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -47,29 +116,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def _skip_mark(device: str) -> list[pytest.MarkDecorator]:
-    if device in available_devices():
-        return []
-    return [pytest.mark.skip(reason=f"no {device.upper()} device on this machine")]
+def pytest_configure(config: pytest.Config) -> None:
+    """Read ``EMBEDDING_TEST_DEVICES`` once: a bad or unsatisfiable value fails the session."""
+    session_devices(config)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Parametrize the ``embedding_device`` and ``embedding_device_dtype`` fixtures."""
-    if "embedding_device_dtype" in metafunc.fixturenames:
-        params = []
-        for device in DEVICE_KINDS:
-            supported = supported_float_dtypes(device)
-            for dtype in _DTYPES:
-                if dtype not in supported:
-                    continue
-                name = str(dtype).removeprefix("torch.")
-                params.append(
-                    pytest.param((device, dtype), id=f"{device}-{name}", marks=_skip_mark(device))
-                )
+    names = metafunc.fixturenames
+    if "embedding_device_dtype" not in names and "embedding_device" not in names:
+        return
+    devices = session_devices(metafunc.config)
+    if "embedding_device_dtype" in names:
+        params = [
+            pytest.param((device, dtype), id=f"{device}-{str(dtype).removeprefix('torch.')}")
+            for device in devices
+            for dtype in _DTYPES
+            if dtype in supported_float_dtypes(device)
+        ]
         metafunc.parametrize("embedding_device_dtype", params)
-    if "embedding_device" in metafunc.fixturenames:
-        params = [pytest.param(d, id=d, marks=_skip_mark(d)) for d in DEVICE_KINDS]
-        metafunc.parametrize("embedding_device", params)
+    if "embedding_device" in names:
+        metafunc.parametrize("embedding_device", [pytest.param(d, id=d) for d in devices])
 
 
 @pytest.fixture

@@ -28,19 +28,14 @@ from typing import Any
 
 import torch
 
-from ._cases import Call
+from . import _check, _repro
+from ._cases import Call as _Call
 from ._cases import EmbeddingBagCase as _EmbeddingBagCase
 from ._cases import EmbeddingCase as _EmbeddingCase
-from ._check import (
-    EquivalenceError,
-    Outcome,
-    check_case,
-    compare_exact_or_bounded,
-    judge,
-    run_in_process,
-)
-from ._repro import call_source, describe_call
-from .oracle import BagOracle, EmbeddingOracle, Oracle
+from ._check import EquivalenceError, compare_exact_or_bounded
+from .oracle import BagOracle as _BagOracle
+from .oracle import EmbeddingOracle as _EmbeddingOracle
+from .oracle import Oracle as _Oracle
 from .oracle.bag import (
     BagGradients,
     embedding_bag_error_bound,
@@ -76,9 +71,9 @@ __all__ = [
 
 def _check_tensors(
     fn: Callable[..., Any],
-    oracle_for: Callable[[Call], Oracle],
-    call: Call,
-) -> tuple[Outcome, float]:
+    oracle_for: Callable[[_Call], _Oracle],
+    call: _Call,
+) -> tuple[_check.Outcome, float]:
     """The engine on a call given as tensors: the caller's tensors are never modified.
 
     The candidate runs on fresh leaves (clones of the table and of ``per_sample_weights``);
@@ -93,12 +88,12 @@ def _check_tensors(
         else value
         for key, value in call.kwargs.items()
     }
-    run = Call(call.input, original.clone().requires_grad_(backward), kwargs, call.offsets,
+    run = _Call(call.input, original.clone().requires_grad_(backward), kwargs, call.offsets,
                call.grad_output)  # fmt: skip
-    oracle = oracle_for(Call(call.input, original, kwargs, call.offsets))
-    outcome = run_in_process(fn, run)
-    name = describe_call(fn, run, weight=original)
-    worst = judge(outcome, run, oracle, name, call_source(fn, call))
+    oracle = oracle_for(_Call(call.input, original, kwargs, call.offsets))
+    outcome = _check.run_in_process(fn, run)
+    name = _repro.describe_call(fn, run, weight=original)
+    worst = _check.judge(outcome, run, oracle, name, _repro.call_source(fn, call))
     return outcome, worst
 
 
@@ -129,7 +124,7 @@ def assert_forward_equivalent(
         EquivalenceError: on any difference, with a repro snippet.
     """
     __tracebackhide__ = True
-    outcome, _ = _check_tensors(fn, EmbeddingOracle.for_call, Call(input, weight, kwargs))
+    outcome, _ = _check_tensors(fn, _EmbeddingOracle.for_call, _Call(input, weight, kwargs))
     assert isinstance(outcome.output, torch.Tensor)
     return outcome.output
 
@@ -164,8 +159,8 @@ def assert_backward_equivalent(
         EquivalenceError: on any difference, with a repro snippet.
     """
     __tracebackhide__ = True
-    call = Call(input, weight, kwargs, grad_output=grad_output)
-    return _check_tensors(fn, EmbeddingOracle.for_call, call)[1]
+    call = _Call(input, weight, kwargs, grad_output=grad_output)
+    return _check_tensors(fn, _EmbeddingOracle.for_call, call)[1]
 
 
 def assert_case_equivalent(
@@ -189,7 +184,7 @@ def assert_case_equivalent(
         EquivalenceError: on any difference, with a repro snippet.
     """
     __tracebackhide__ = True
-    return check_case(fn, case, EmbeddingOracle.for_call, backward=backward)
+    return _check.check_case(fn, case, _EmbeddingOracle.for_call, backward=backward)
 
 
 def assert_bag_forward_equivalent(
@@ -224,7 +219,7 @@ def assert_bag_forward_equivalent(
         EquivalenceError: on any difference, with a repro snippet.
     """
     __tracebackhide__ = True
-    outcome, _ = _check_tensors(fn, BagOracle.for_call, Call(input, weight, kwargs, offsets))
+    outcome, _ = _check_tensors(fn, _BagOracle.for_call, _Call(input, weight, kwargs, offsets))
     assert isinstance(outcome.output, torch.Tensor)
     return outcome.output
 
@@ -263,8 +258,8 @@ def assert_bag_backward_equivalent(
         EquivalenceError: on any difference, with a repro snippet.
     """
     __tracebackhide__ = True
-    call = Call(input, weight, kwargs, offsets, grad_output)
-    return _check_tensors(fn, BagOracle.for_call, call)[1]
+    call = _Call(input, weight, kwargs, offsets, grad_output)
+    return _check_tensors(fn, _BagOracle.for_call, call)[1]
 
 
 def assert_bag_case_equivalent(
@@ -289,4 +284,4 @@ def assert_bag_case_equivalent(
         EquivalenceError: on any difference, with a repro snippet.
     """
     __tracebackhide__ = True
-    return check_case(fn, case, BagOracle.for_call, backward=backward)
+    return _check.check_case(fn, case, _BagOracle.for_call, backward=backward)

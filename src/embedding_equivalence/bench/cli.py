@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 
 import torch
 
-from .._usage import UsageError
+from .._usage import UsageError, int_at_least
 from .compare import evaluate_targets, format_table, format_targets, run_benchmark
 from .machine import format_machine, load_average, machine_info
 from .plots import require_matplotlib
@@ -59,14 +59,7 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def _positive_int(value: str) -> int:
-    try:
-        n = int(value.replace("_", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{value!r} must be at least 1")
-    return n
+_positive_int = int_at_least(1)
 
 
 def _positive_float(value: str) -> float:

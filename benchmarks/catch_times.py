@@ -27,6 +27,7 @@ from mutants import MUTANTS  # noqa: E402
 
 
 def main() -> int:
+    """Print the table; exit status 1 if a mutant was missed."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--verify", action="store_true", help="also time `verify` (CLI)")
     args = parser.parse_args()
@@ -50,8 +51,10 @@ def main() -> int:
         start = time.perf_counter()
         cmd = [sys.executable, "-m", "embedding_equivalence", "verify", "--seed", "0"]
         done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        print(f"`embedding-equivalence verify --seed 0`: exit {done.returncode}, "
-              f"{time.perf_counter() - start:.1f} s")
+        print(
+            f"`embedding-equivalence verify --seed 0`: exit {done.returncode}, "
+            f"{time.perf_counter() - start:.1f} s"
+        )
     return 1 if missed else 0
 
 

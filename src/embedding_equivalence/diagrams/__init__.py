@@ -1,0 +1,80 @@
+"""Figures and generated tables of the documentation, drawn from the package's real tensors.
+
+Every figure function returns a self-contained SVG document as a string, ready to be printed
+into an HTML page (the docs do so from ``markdown-exec`` blocks at build time, so no figure is
+ever drawn by hand or committed). The tensors in a figure are computed by the package itself:
+a lookup figure calls :func:`~embedding_equivalence.lookup_embedding`, a gradient figure runs
+autograd, an error figure measures real rounding errors against the float64 oracle. Called
+without arguments, each figure draws the worked example of the seed notebook
+(``torch.manual_seed(123)``, ``nn.Embedding(4, 5)``, ids ``[2, 3, 1]``), which
+:func:`worked_example` rebuilds.
+
+One module per family of figures: ``lookup`` (lookup, one-hot, matmul), ``layouts``
+(``Embedding`` vs ``Linear`` vs Keras, strides), ``gradients``, ``bags``, ``efficiency``
+(costs and the benchmark's results), ``error_bounds``, and ``architecture`` (the
+contributors' map of the modules). ``_style`` holds the shared colours and SVG output,
+``_canvas`` the cell-by-cell canvas they draw on.
+
+Matplotlib is needed (``pip install "embedding-equivalence[docs]"``); the rest of the package
+does not import this package.
+
+Example:
+    ```python
+    from embedding_equivalence import diagrams
+
+    weight, ids = diagrams.worked_example()
+    svg = diagrams.lookup_figure(weight, ids)  # '<svg ...>...</svg>'
+    ```
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ._canvas import MAX_SIDE, worked_example
+from .architecture import DATA_PATH, architecture_table, data_path_figure
+from .bags import bag_figure
+from .efficiency import Cost, bench_section, forward_cost, work_figure
+from .error_bounds import error_bound_figure
+from .gradients import gradient_figure, renorm_figure
+from .layouts import keras_layout_figure, layout_figure, storage_figure
+from .lookup import lookup_figure, matmul_figure, one_hot_figure
+
+__all__ = [
+    "DATA_PATH",
+    "FIGURES",
+    "MAX_SIDE",
+    "Cost",
+    "architecture_table",
+    "bag_figure",
+    "bench_section",
+    "data_path_figure",
+    "error_bound_figure",
+    "forward_cost",
+    "gradient_figure",
+    "keras_layout_figure",
+    "layout_figure",
+    "lookup_figure",
+    "matmul_figure",
+    "one_hot_figure",
+    "renorm_figure",
+    "storage_figure",
+    "work_figure",
+    "worked_example",
+]
+
+#: Every figure function, by name; each can be called without arguments.
+FIGURES: dict[str, Callable[[], str]] = {
+    "lookup_figure": lookup_figure,
+    "one_hot_figure": one_hot_figure,
+    "matmul_figure": matmul_figure,
+    "layout_figure": layout_figure,
+    "storage_figure": storage_figure,
+    "gradient_figure": gradient_figure,
+    "renorm_figure": renorm_figure,
+    "work_figure": work_figure,
+    "error_bound_figure": error_bound_figure,
+    "bag_figure": bag_figure,
+    "keras_layout_figure": keras_layout_figure,
+    "data_path_figure": data_path_figure,
+}

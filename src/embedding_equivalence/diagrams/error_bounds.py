@@ -1,0 +1,88 @@
+"""The figure of "When equivalence breaks": measured gradient errors against their bound."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import torch
+
+from ..forms.lookup import lookup_embedding
+from ..forms.matmul import matmul_embedding
+from ..oracle.bounds import gamma, unit_roundoff
+from ..oracle.embedding import reference_embedding_grad
+from ._style import FAINT_TEXT, ID_COLOURS, RED, new_figure, render_svg, tidy_axes
+
+__all__ = ["error_bound_figure"]
+
+
+def _grad_errors(
+    form: Callable[..., torch.Tensor],
+    counts: Sequence[int],
+    dtype: torch.dtype,
+    dim: int,
+    seed: int,
+) -> list[float]:
+    """Largest ``|grad - exact| / sum|G|`` of row 0 when id 0 occurs ``k`` times."""
+    errors = []
+    for k in counts:
+        gen = torch.Generator().manual_seed(seed + k)
+        g64 = torch.randn(k, dim, generator=gen, dtype=torch.float64).abs()
+        g = g64.to(dtype)
+        ids = torch.zeros(k, dtype=torch.int64)
+        weight = torch.zeros(1, dim, dtype=dtype, requires_grad=True)
+        form(ids, weight).backward(g)
+        assert weight.grad is not None
+        exact, abs_sum, _ = reference_embedding_grad(ids, g, 1)
+        err = (weight.grad.double() - exact).abs() / abs_sum
+        errors.append(float(err.max()))
+    return errors
+
+
+def error_bound_figure(
+    dtypes: Sequence[torch.dtype] = (torch.float16, torch.bfloat16), dim: int = 64, seed: int = 0
+) -> str:
+    """Measured gradient errors of lookup and matmul against Higham's bound ``gamma_k(u)``.
+
+    For each dtype and each ``k`` (powers of two from 2 while ``k u < 1/2``), id 0 occurs
+    ``k`` times with a non-negative upstream gradient (the worst case for the bound); the
+    figure plots the largest ``|grad - exact| / sum_n |G[n, d]|`` of each form, computed by
+    autograd through :func:`~embedding_equivalence.lookup_embedding` and
+    :func:`~embedding_equivalence.matmul_embedding` and the float64 oracle.
+
+    Args:
+        dtypes: low-precision dtypes, one panel each.
+        dim: ``D``.
+        seed: seed of the upstream gradients' generator.
+
+    Returns:
+        An SVG document.
+    """
+    fig, axes = new_figure(3.6 * len(dtypes), 2.9, ncols=len(dtypes))
+    for ax, dtype in zip(axes, dtypes, strict=True):
+        u = unit_roundoff(dtype)
+        counts = [2**j for j in range(1, 12) if 2**j * u < 0.5]
+        ax.plot(
+            counts,
+            [gamma(k, u) for k in counts],
+            color=RED,
+            linestyle="--",
+            label="\N{GREEK SMALL LETTER GAMMA}_k(u), the bound",
+        )
+        ax.axhline(u, color=FAINT_TEXT, linewidth=0.8, linestyle=":", label="u")
+        for form, colour, name in (
+            (lookup_embedding, ID_COLOURS[0], "lookup"),
+            (matmul_embedding, ID_COLOURS[1], "matmul"),
+        ):
+            errs = _grad_errors(form, counts, dtype, dim, seed)
+            shown = [max(e, u / 16) for e in errs]  # an exact result is drawn at u / 16
+            ax.plot(counts, shown, marker="o", ms=3, color=colour, label=name)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log", base=2)
+        ax.set_title(f"{str(dtype).removeprefix('torch.')} (u = 2^{int(math.log2(u))})", fontsize=9)
+        ax.set_xlabel("k, occurrences of the id")
+        tidy_axes(ax)
+    axes[0].set_ylabel("max |error| / Σ|G|")
+    axes[0].legend(fontsize=7, frameon=False, loc="upper left")
+    fig.subplots_adjust(left=0.1, right=0.98, bottom=0.17, top=0.88, wspace=0.28)
+    return render_svg(fig, "errorbound", "measured gradient errors stay under the bound gamma_k(u)")

@@ -1,0 +1,185 @@
+"""Figures of "How gradients flow back": the ``index_add`` of the gradient, and ``max_norm``."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
+from ..forms.lookup import lookup_embedding
+from ._canvas import CELL_H, Canvas, check_drawable, defaults, values
+from ._style import (
+    FAINT_TEXT,
+    ID_COLOURS,
+    MUTED,
+    RED,
+    ZERO_FILL,
+    fmt_short,
+    id_colour,
+    new_figure,
+    render_svg,
+    tidy_axes,
+    tint,
+)
+
+__all__ = ["gradient_figure", "renorm_figure"]
+
+
+def _default_grad_output(n: int, d: int) -> torch.Tensor:
+    scale = torch.tensor([10.0**k for k in range(n)])
+    return scale[:, None].expand(n, d).clone()
+
+
+def _row_note(r: int, count: int, pad: int | None, scale_grad_by_freq: bool) -> str:
+    """What happens to gradient row ``r``, referenced ``count`` times (empty: a plain copy)."""
+    if r == pad:
+        return "padding_idx: 0"
+    if count == 0:
+        return "no id: 0"
+    if count > 1:
+        return f"sum / {count}" if scale_grad_by_freq else f"sum of {count}"
+    return ""
+
+
+def gradient_figure(
+    ids: torch.Tensor | None = None,
+    grad_output: torch.Tensor | None = None,
+    num_embeddings: int = 4,
+    *,
+    padding_idx: int | None = None,
+    scale_grad_by_freq: bool = False,
+) -> str:
+    """Upstream gradient rows flowing into the rows of ``weight.grad`` (an ``index_add``).
+
+    The gradient is computed by autograd through
+    :func:`~embedding_equivalence.lookup_embedding` with the given options: each row ``G[n]``
+    is added into row ``ids[n]``; duplicates accumulate, rows that no id references stay zero,
+    the ``padding_idx`` row (hatched) gets nothing, and ``scale_grad_by_freq`` divides each row
+    by its id's count.
+
+    Args:
+        ids: 1-D ids (default ``[2, 3, 1, 2]``: id 2 twice).
+        grad_output: ``(N, D)`` upstream gradient (default rows of 1, 10, 100, 1000).
+        num_embeddings: ``V``.
+        padding_idx: as in ``F.embedding``.
+        scale_grad_by_freq: as in ``F.embedding``.
+
+    Returns:
+        An SVG document.
+    """
+    i = (torch.tensor([2, 3, 1, 2]) if ids is None else ids).detach().cpu().reshape(-1)
+    n = i.numel()
+    d = 5 if grad_output is None else grad_output.shape[-1]
+    g = _default_grad_output(n, d) if grad_output is None else grad_output.detach().cpu()
+    g = g.reshape(n, d).float()
+    v = num_embeddings
+    check_drawable("gradient_figure", v, d, n)
+    weight = torch.zeros(v, d, requires_grad=True)
+    lookup_embedding(
+        i, weight, padding_idx=padding_idx, scale_grad_by_freq=scale_grad_by_freq
+    ).backward(g)
+    assert weight.grad is not None
+    ids_list = [int(x) for x in i.tolist()]
+    counts = [ids_list.count(r) for r in range(v)]
+    pad = None if padding_idx is None else padding_idx % v
+    cw = 0.5
+    left, top = 0.95, 0.55
+    x_g = left + d * cw + 1.6
+    c = Canvas(x_g + d * cw + 1.25, top + max(n, v) * CELL_H + 0.2)
+    c.matrix(
+        left,
+        top,
+        values(g, fmt_short),
+        cell_w=cw,
+        fills={(k, j): tint(id_colour(r), 0.3) for k, r in enumerate(ids_list) for j in range(d)},
+        row_labels=[f"G[{k}] (id {r})" for k, r in enumerate(ids_list)],
+        title=f"grad_output G  ({n}, {d})",
+    )
+    live = [bool(counts[r]) and r != pad for r in range(v)]
+    c.matrix(
+        x_g,
+        top,
+        values(weight.grad, fmt_short),
+        cell_w=cw,
+        fills={
+            (r, j): tint(id_colour(r), 0.3) if live[r] else ZERO_FILL
+            for r in range(v)
+            for j in range(d)
+        },
+        text_colours={(r, j): FAINT_TEXT for r in range(v) if not live[r] for j in range(d)},
+        hatched=[pad] if pad is not None else [],
+        row_labels=[f"row {r}" for r in range(v)],
+        title=f"weight.grad  ({v}, {d})",
+    )
+    for r in range(v):
+        note = _row_note(r, counts[r], pad, scale_grad_by_freq)
+        if note:
+            c.text(x_g + d * cw + 0.08, top + (r + 0.5) * CELL_H, note, ha="left", fontsize=7.5)
+    for k, r in enumerate(ids_list):
+        c.arrow(
+            (left + d * cw + 0.03, top + (k + 0.5) * CELL_H),
+            (x_g - 0.55, top + (r + 0.5) * CELL_H),
+            FAINT_TEXT if r == pad else id_colour(r),
+            width=0.8 if r == pad else 1.2,
+        )
+    options = []
+    if padding_idx is not None:
+        options.append("padding_idx")
+    if scale_grad_by_freq:
+        options.append("scale_grad_by_freq")
+    name = "grad" + "".join(f"-{o}" for o in options)
+    return c.svg(name, f"gradient rows of ids {ids_list} added into the table's gradient")
+
+
+def renorm_figure(
+    weight: torch.Tensor | None = None,
+    ids: torch.Tensor | None = None,
+    max_norm: float = 1.0,
+    norm_type: float = 2.0,
+) -> str:
+    """Row norms before and after ``max_norm``'s in-place renorm (only referenced rows change).
+
+    The renorm is performed by :func:`~embedding_equivalence.lookup_embedding` on a copy.
+
+    Args:
+        weight: ``(V, D)`` table (default: the worked example's).
+        ids: ids (default ``[2, 3, 1]``).
+        max_norm: the threshold.
+        norm_type: the ``p`` of the p-norm.
+
+    Returns:
+        An SVG document.
+    """
+    w, i = defaults(weight, ids)
+    v = w.shape[0]
+    check_drawable("renorm_figure", v)
+    after = w.clone()
+    lookup_embedding(i, after, max_norm=max_norm, norm_type=norm_type)
+    before_n = torch.linalg.vector_norm(w.double(), norm_type, dim=1).tolist()
+    after_n = torch.linalg.vector_norm(after.double(), norm_type, dim=1).tolist()
+    referenced = {int(x) for x in i.tolist()}
+    fig, (ax,) = new_figure(6.4, 2.6, rect=(0.1, 0.17, 0.62, 0.7))
+    xs = list(range(v))
+    ax.bar([x - 0.2 for x in xs], before_n, 0.38, color=MUTED)
+    ax.bar(
+        [x + 0.2 for x in xs],
+        after_n,
+        0.38,
+        color=[id_colour(x) if x in referenced else MUTED for x in xs],
+    )
+    ax.axhline(max_norm, color=RED, linestyle="--", linewidth=1.0)
+    ax.set_xticks(xs, [f"row {x}" + ("*" if x in referenced else "") for x in xs])
+    p = "∞" if math.isinf(norm_type) else fmt_short(norm_type)
+    ax.set_ylabel(f"‖weight[v]‖ (p = {p})")
+    ax.set_title("max_norm rescales the referenced rows in place", fontsize=9)
+    tidy_axes(ax, grid=False)
+    handles: list[Any] = [
+        Patch(facecolor=MUTED, label="before the call"),
+        Patch(facecolor=ID_COLOURS[0], label="after (referenced rows, *)"),
+        Line2D([], [], color=RED, linestyle="--", label=f"max_norm = {max_norm}"),
+    ]
+    fig.legend(handles=handles, loc="center right", fontsize=7.5, frameon=False)
+    return render_svg(fig, "renorm", "row norms before and after the max_norm renorm")

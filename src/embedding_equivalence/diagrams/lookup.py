@@ -1,0 +1,214 @@
+"""Figures of "Lookup is a matmul": the looked-up rows, the one-hot matrix, and their product."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from ..forms.lookup import lookup_embedding
+from ..forms.matmul import matmul_embedding
+from ._canvas import (
+    CELL_H,
+    CELL_W,
+    SQUARE,
+    Canvas,
+    check_drawable,
+    defaults,
+    drawable_table,
+    product_columns,
+    values,
+)
+from ._style import FAINT_TEXT, TEXT, id_colour, tint
+
+__all__ = ["lookup_figure", "matmul_figure", "one_hot_figure"]
+
+
+def lookup_figure(weight: torch.Tensor | None = None, ids: torch.Tensor | None = None) -> str:
+    """The table with the looked-up rows highlighted, and the rows they become.
+
+    The output is computed by :func:`~embedding_equivalence.lookup_embedding`.
+
+    Args:
+        weight: ``(V, D)`` table (default: the worked example's).
+        ids: 1-D ids (default ``[2, 3, 1]``).
+
+    Returns:
+        An SVG document.
+    """
+    w, i = drawable_table("lookup_figure", weight, ids)
+    v, d = w.shape
+    n = i.numel()
+    out = lookup_embedding(i, w)
+    ids_list = [int(x) for x in i.tolist()]
+    left, top = 0.75, 0.55
+    right = left + d * CELL_W + 1.3
+    c = Canvas(right + d * CELL_W + 0.2, top + max(v, n) * CELL_H + 0.25)
+    columns = [str(j) for j in range(d)]
+    c.matrix(
+        left,
+        top,
+        values(w),
+        fills={(r, j): tint(id_colour(r), 0.35) for r in set(ids_list) for j in range(d)},
+        row_labels=[f"row {r}" for r in range(v)],
+        col_labels=columns,
+        title=f"weight  (V={v}, D={d})",
+    )
+    c.matrix(
+        right,
+        top,
+        values(out),
+        fills={(k, j): tint(id_colour(r), 0.35) for k, r in enumerate(ids_list) for j in range(d)},
+        row_labels=[f"ids[{k}]={r}" for k, r in enumerate(ids_list)],
+        col_labels=columns,
+        title=f"weight[ids]  (N={n}, D={d})",
+    )
+    for k, r in enumerate(ids_list):
+        c.arrow(
+            (left + d * CELL_W + 0.03, top + (r + 0.5) * CELL_H),
+            (right - 0.62, top + (k + 0.5) * CELL_H),
+            id_colour(r),
+        )
+    return c.svg("lookup", f"lookup: rows {ids_list} of the table become the output rows")
+
+
+def _one_hot_cells(
+    c: Canvas, x: float, y: float, one_hot: torch.Tensor, ids: list[int], **kwargs: Any
+) -> None:
+    """Draw a one-hot matrix of ``ids`` (rows labelled by id, columns by table row)."""
+    c.matrix(
+        x,
+        y,
+        [[str(int(e)) for e in row] for row in one_hot.tolist()],
+        cell_w=SQUARE,
+        row_labels=[f"ids[{k}]={r}" for k, r in enumerate(ids)],
+        col_labels=[str(j) for j in range(one_hot.shape[1])],
+        **kwargs,
+    )
+
+
+def one_hot_figure(ids: torch.Tensor | None = None, num_embeddings: int | None = None) -> str:
+    """The ``(N, V)`` one-hot matrix of the ids (``F.one_hot``), each 1 in its id's colour.
+
+    Args:
+        ids: 1-D ids (default ``[2, 3, 1]``).
+        num_embeddings: ``V`` (default: ``max(ids) + 1``, as the seed notebook does).
+
+    Returns:
+        An SVG document.
+    """
+    _, i = defaults(None, ids)
+    one_hot = F.one_hot(i, num_embeddings if num_embeddings is not None else -1)
+    n, v = one_hot.shape
+    check_drawable("one_hot_figure", n, v)
+    ids_list = [int(x) for x in i.tolist()]
+    left, top = 0.85, 0.6
+    c = Canvas(left + v * SQUARE + 0.3, top + n * SQUARE + 0.15)
+    _one_hot_cells(
+        c,
+        left,
+        top,
+        one_hot,
+        ids_list,
+        cell_h=SQUARE,
+        fills={(k, r): tint(id_colour(r), 0.55) for k, r in enumerate(ids_list)},
+        text_colours={
+            (k, j): (TEXT if one_hot[k, j] else FAINT_TEXT) for k in range(n) for j in range(v)
+        },
+        bold=list(enumerate(ids_list)),
+        title=f"one_hot(ids, {v})",
+    )
+    return c.svg("onehot", f"one-hot matrix of ids {ids_list}, {n} rows and {v} columns")
+
+
+def matmul_figure(
+    ids: torch.Tensor | None = None, weight: torch.Tensor | None = None, row: int = 0
+) -> str:
+    """``one_hot(ids, V) @ weight``, with one output row traced back to the row it selects.
+
+    The product is computed by :func:`~embedding_equivalence.matmul_embedding`.
+
+    Args:
+        ids: 1-D ids (default ``[2, 3, 1]``).
+        weight: ``(V, D)`` table (default: the worked example's).
+        row: the output row to trace.
+
+    Returns:
+        An SVG document.
+
+    Raises:
+        ValueError: ``row`` is not a row of the output, or a side is too long to draw.
+    """
+    w, i = drawable_table("matmul_figure", weight, ids)
+    v, d = w.shape
+    n = i.numel()
+    if not 0 <= row < n:
+        raise ValueError(f"matmul_figure: row={row} must lie in [0, {n})")
+    one_hot = F.one_hot(i, v)
+    out = matmul_embedding(i, w)
+    ids_list = [int(x) for x in i.tolist()]
+    sel = ids_list[row]
+    colour = id_colour(sel)
+    top = 0.62
+    x_oh = 0.85
+    x_w, x_out, width = product_columns(x_oh + v * SQUARE, d)
+    body_h = max(n, v) * CELL_H
+    c = Canvas(width, top + body_h + 0.62)
+    oh_fills: dict[tuple[int, int], Any] = {(row, j): tint(colour, 0.15) for j in range(v)}
+    oh_fills[(row, sel)] = tint(colour, 0.6)
+    _one_hot_cells(
+        c,
+        x_oh,
+        top,
+        one_hot,
+        ids_list,
+        fills=oh_fills,
+        text_colours={
+            (k, j): (TEXT if k == row else FAINT_TEXT) for k in range(n) for j in range(v)
+        },
+        bold=[(row, sel)],
+        title=f"one_hot  ({n}, {v})",
+    )
+    c.times_weight(
+        x_oh + v * SQUARE,
+        top,
+        n,
+        w,
+        out,
+        f"one_hot @ weight  ({n}, {d})",
+        weight_style={
+            "fills": {(sel, j): tint(colour, 0.45) for j in range(d)},
+            "text_colours": {(r, j): FAINT_TEXT for r in range(v) if r != sel for j in range(d)},
+        },
+        out_style={
+            "fills": {(row, j): tint(colour, 0.45) for j in range(d)},
+            "text_colours": {(k, j): FAINT_TEXT for k in range(n) if k != row for j in range(d)},
+        },
+    )
+    # The 1 of the traced row selects row `sel` of the table ...
+    c.arrow(
+        (x_oh + (sel + 0.5) * SQUARE, top + (row + 1) * CELL_H),
+        (x_w - 0.2, top + (sel + 0.5) * CELL_H),
+        colour,
+        rad=0.35,
+    )
+    # ... which becomes the output row.
+    c.arrow(
+        (x_w + d * CELL_W + 0.02, top + (sel + 0.5) * CELL_H),
+        (x_out - 0.02, top + (row + 0.5) * CELL_H),
+        colour,
+        rad=-0.15,
+    )
+    terms = " + ".join(f"{int(one_hot[row, r])}·W[{r}]" for r in range(v))
+    c.text(
+        c.width / 2,
+        top + body_h + 0.36,
+        f"out[{row}] = {terms} = W[{sel}]",
+        fontsize=9,
+        family="monospace",
+        color=colour,
+    )
+    return c.svg(
+        f"matmul{row}", f"one_hot @ weight: output row {row} is 1 times row {sel}, plus zeros"
+    )

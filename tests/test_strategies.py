@@ -30,6 +30,8 @@ from hypothesis.errors import InvalidArgument
 
 import embedding_equivalence as ee
 from embedding_equivalence import strategies as ees
+from embedding_equivalence._draw_embeddings import option_drawn
+from embedding_equivalence.forms.options import option_applies
 
 CUDA = torch.cuda.is_available()
 MPS = hasattr(torch.backends, "mps") and torch.backends.mps.is_available()
@@ -171,6 +173,15 @@ INVALID_CALLS = [
         _GAP_BUDGET,
     ),
     _bad(ees.embedding_cases, {"index_dtype": torch.float32}, None, "float-ids", _GAP_INDEX),
+    # embedding_bag_cases: the same budget checks as embedding_cases (one function for both).
+    _bad(ees.embedding_bag_cases, {**BUDGET, "vocab_size": 2000}, "exceeds", "V>budget"),
+    _bad(
+        ees.embedding_bag_cases,
+        {**BUDGET, "vocab_size": 100, "embedding_dim": 64},
+        r"vocab_size \* embedding_dim = 6400 exceeds",
+        "V*D>budget",
+    ),
+    _bad(ees.embedding_bag_cases, {"vocab_size": 2.5}, "must be an int", "float-V"),
 ]
 
 
@@ -632,6 +643,68 @@ def test_embedding_weights_reach_special_values(
 @pytest.mark.parametrize("option", ees.EMBEDDING_OPTIONS)
 def test_cases_reach_each_option(option: str) -> None:
     _reach(ees.embedding_cases(options=(option,)), lambda c: option in c.kwargs)
+
+
+def _has_option(case: ees.EmbeddingCase | ees.EmbeddingBagCase, option: str) -> bool:
+    if option == "per_sample_weights":
+        return getattr(case, "per_sample_weights_seed", None) is not None
+    return option in case.kwargs
+
+
+@pytest.mark.parametrize(
+    ("factory", "option"),
+    [
+        *((ees.embedding_cases, o) for o in ees.EMBEDDING_OPTIONS),
+        *((ees.embedding_bag_cases, o) for o in ees.BAG_OPTIONS),
+    ],
+    ids=[
+        *(f"embedding-{o}" for o in ees.EMBEDDING_OPTIONS),
+        *(f"bag-{o}" for o in ees.BAG_OPTIONS),
+    ],
+)
+def test_both_case_strategies_reach_each_option_absent_and_present(
+    factory: Callable[..., st.SearchStrategy[Any]], option: str
+) -> None:
+    strategy = factory(options=(option,))
+    _reach(strategy, lambda c: not _has_option(c, option))
+    _reach(strategy, lambda c: _has_option(c, option))
+    # Shrinking removes the option: the simplest case goes without it.
+    assert not _has_option(find(strategy, lambda _: True, settings=MINIMAL), option)
+
+
+def _answering(value: int) -> tuple[Callable[..., Any], list[tuple[Any, Any]]]:
+    """A stand-in for a composite's ``draw`` that answers ``value`` and records each draw."""
+    calls: list[tuple[Any, Any]] = []
+
+    def draw(strategy: st.SearchStrategy[Any], label: Any = None) -> int:
+        calls.append((strategy, label))
+        return value
+
+    return draw, calls
+
+
+@pytest.mark.parametrize("mode", [None, *ees.BAG_MODES])
+@pytest.mark.parametrize("option", ees.BAG_OPTIONS)
+def test_option_drawn_is_present_for_three_of_its_four_values(
+    option: str, mode: str | None
+) -> None:
+    # The one helper that both case strategies draw options with: one draw in [0, 3] labelled
+    # "use <option>", made even where the mode refuses the option; 0 (where shrinking goes)
+    # is absent, 1 to 3 present wherever the mode accepts the option.
+    for value in range(4):
+        draw, calls = _answering(value)
+        present = option_drawn(draw, (option,), option, mode)
+        applies = mode is None or option_applies(option, mode)
+        assert present == (value > 0 and applies)
+        ((strategy, label),) = calls
+        assert repr(strategy) == repr(st.integers(0, 3))
+        assert label == f"use {option}"
+
+
+def test_option_drawn_draws_nothing_for_an_option_not_requested() -> None:
+    draw, calls = _answering(3)
+    assert not option_drawn(draw, ("sparse",), "padding_idx")
+    assert calls == []
 
 
 @pytest.mark.parametrize(

@@ -29,8 +29,13 @@ def test_report_of_a_passing_candidate() -> None:
     assert "PASSED after 20 examples" in str(report)
 
 
+# Seed 1 draws a negative id among its invalid examples (seed 0, with 100 examples, does not:
+# about one run in five misses it, see tests/test_mutants.py).
+WRAP_SEED = 1
+
+
 def test_report_of_a_failing_candidate() -> None:
-    report = ee.verify_embedding(_negative_ids_wrap, seed=0)
+    report = ee.verify_embedding(_negative_ids_wrap, seed=WRAP_SEED)
     assert not report.passed
     assert report.failure is not None
     assert "negative id" in report.failure
@@ -41,7 +46,7 @@ def test_report_of_a_failing_candidate() -> None:
 
 
 def test_the_counterexample_runs() -> None:
-    report = ee.verify_embedding(_negative_ids_wrap, seed=0)
+    report = ee.verify_embedding(_negative_ids_wrap, seed=WRAP_SEED)
     assert report.counterexample is not None
     namespace: dict[str, Any] = {}
     exec(report.counterexample, namespace)  # imports the candidate from this module

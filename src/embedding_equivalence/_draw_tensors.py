@@ -1,0 +1,351 @@
+"""Drawing ids and tables as recipes, and the argument checks that every strategy shares.
+
+The private half of :mod:`embedding_equivalence.strategies` for single tensors: which devices
+and dtypes exist here, the checks that raise ``InvalidArgument`` before anything is drawn,
+and the composites that draw ``IdsRecipe`` and ``WeightRecipe``. ``Ranges``, ``Looks`` and
+``draw_basics`` are what both case strategies (embedding and bag) draw a table and its ids
+from.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import NamedTuple, TypeVar
+
+import torch
+from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
+
+from ._cases import IDS_LAYOUTS, WEIGHT_LAYOUTS, IdsRecipe, WeightRecipe
+
+__all__ = [
+    "DEFAULT_MAX_ELEMENTS",
+    "INDEX_DTYPES",
+    "SEEDS",
+    "Basics",
+    "Looks",
+    "Ranges",
+    "as_strategy",
+    "available_devices",
+    "check_bounds",
+    "check_device",
+    "check_float_dtype",
+    "check_index_dtype",
+    "check_layouts",
+    "check_options",
+    "check_size",
+    "draw_basics",
+    "draw_ids",
+    "draw_weight",
+    "ids_recipes",
+    "looks",
+    "supported_float_dtypes",
+    "weight_recipes",
+]
+
+T = TypeVar("T")
+
+#: Float dtypes in shrinking order: float32 first.
+FLOAT_DTYPES: tuple[torch.dtype, ...] = (
+    torch.float32,
+    torch.float64,
+    torch.float16,
+    torch.bfloat16,
+)
+#: Index dtypes in shrinking order: int64 first.
+INDEX_DTYPES: tuple[torch.dtype, ...] = (torch.int64, torch.int32)
+#: Default budget per drawn tensor: keeps every example within a few MB.
+DEFAULT_MAX_ELEMENTS = 1 << 19
+#: Seeds of the generators that fill tables, upstream gradients and per-sample weights.
+SEEDS: st.SearchStrategy[int] = st.integers(0, 2**32 - 1)
+_NONFINITE = (math.inf, -math.inf, math.nan)
+
+
+def available_devices() -> list[str]:
+    """Device kinds present on this machine, CPU first (``"cpu"``, then ``"cuda"``, ``"mps"``)."""
+    found = ["cpu"]
+    if torch.cuda.is_available():
+        found.append("cuda")
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        found.append("mps")
+    return found
+
+
+def supported_float_dtypes(device: str | torch.device) -> list[torch.dtype]:
+    """Floating dtypes usable on ``device`` (no float64 on MPS), in shrinking order."""
+    kind = torch.device(device).type
+    return [d for d in FLOAT_DTYPES if not (kind == "mps" and d == torch.float64)]
+
+
+# --- Argument checks --------------------------------------------------------------------------
+
+
+def check_bounds(name: str, lo: int, hi: int, floor: int) -> None:
+    """Refuse ``min_<name>=lo``/``max_<name>=hi`` unless both are ints, ``floor <= lo <= hi``."""
+    if isinstance(lo, bool) or not isinstance(lo, int):
+        raise InvalidArgument(f"min_{name}={lo!r} must be an int")
+    if isinstance(hi, bool) or not isinstance(hi, int):
+        raise InvalidArgument(f"max_{name}={hi!r} must be an int")
+    if lo < floor:
+        raise InvalidArgument(f"min_{name}={lo} must be at least {floor}")
+    if hi < lo:
+        raise InvalidArgument(f"max_{name}={hi} must be at least min_{name}={lo}")
+
+
+def check_size(name: str, value: object) -> None:
+    """Refuse a size that is neither a strategy nor an int of at least 1."""
+    if isinstance(value, st.SearchStrategy):
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(f"{name}={value!r} must be an int or a strategy of ints")
+    if value < 1:
+        raise InvalidArgument(f"{name}={value} must be at least 1")
+
+
+def check_device(device: object) -> None:
+    """Refuse a device string that is malformed or absent here (strategies are drawn later)."""
+    if not isinstance(device, str) or device == "meta":
+        return
+    try:
+        kind = torch.device(device).type
+    except (RuntimeError, TypeError) as e:
+        raise InvalidArgument(f"device={device!r} is not a device: {e}") from None
+    if kind not in available_devices():
+        raise InvalidArgument(
+            f"device={device!r} is not available here; available: {available_devices()}"
+        )
+
+
+def check_float_dtype(dtype: object) -> None:
+    """Refuse a table dtype that is not floating (strategies are drawn later)."""
+    if isinstance(dtype, torch.dtype) and not dtype.is_floating_point:
+        raise InvalidArgument(f"dtype={dtype} must be a floating dtype")
+
+
+def check_index_dtype(name: str, dtype: object) -> None:
+    """Refuse an ids dtype other than int64 and int32 (strategies are drawn later)."""
+    if isinstance(dtype, torch.dtype) and dtype not in INDEX_DTYPES:
+        raise InvalidArgument(f"{name}={dtype} must be torch.int64 or torch.int32")
+
+
+def check_layouts(layouts: Sequence[str], allowed: Sequence[str], name: str) -> None:
+    """Refuse a bare string, an empty sequence or an unknown layout."""
+    if isinstance(layouts, str) or not layouts:
+        raise InvalidArgument(f"{name}={layouts!r} must be a non-empty sequence of {allowed}")
+    unknown = [x for x in layouts if x not in allowed]
+    if unknown:
+        raise InvalidArgument(f"{name} has unknown entries {unknown}; choose from {allowed}")
+
+
+def check_options(options: Sequence[str], allowed: Sequence[str]) -> None:
+    """Refuse a bare string or an option name outside ``allowed``."""
+    if isinstance(options, str):
+        raise InvalidArgument(
+            f"options={options!r} must be a sequence of names, e.g. options=({options!r},)"
+        )
+    unknown = [o for o in options if o not in allowed]
+    if unknown:
+        raise InvalidArgument(f"unknown options {unknown}; choose from {list(allowed)}")
+
+
+def as_strategy(value: T | st.SearchStrategy[T]) -> st.SearchStrategy[T]:
+    """``value`` itself if it is a strategy, else the strategy that always draws it."""
+    if isinstance(value, st.SearchStrategy):
+        return value
+    return st.just(value)
+
+
+# --- Ids and tables ---------------------------------------------------------------------------
+
+
+@st.composite
+def _shapes(
+    draw: st.DrawFn, min_dims: int, max_dims: int, min_side: int, max_side: int, max_numel: int
+) -> tuple[int, ...]:
+    ndim = draw(st.integers(min_dims, max_dims), label="ndim")
+    shape: list[int] = []
+    budget = max_numel
+    for _ in range(ndim):
+        hi = max(min_side, min(max_side, budget))
+        side = draw(st.integers(min_side, hi))
+        shape.append(side)
+        budget = max(1, budget // max(side, 1))
+    return tuple(shape)
+
+
+@st.composite
+def _id_values(draw: st.DrawFn, vocab_size: int, count: int) -> list[int]:
+    """Ids in ``[0, V)`` that often repeat and often hit row 0 and row V - 1."""
+    if count == 0:
+        return []
+    pool = draw(
+        st.lists(
+            st.one_of(st.sampled_from([0, vocab_size - 1]), st.integers(0, vocab_size - 1)),
+            min_size=1,
+            max_size=min(count, 8),
+        ),
+        label="id pool",
+    )
+    if draw(st.booleans(), label="ids from pool"):
+        return [draw(st.sampled_from(pool)) for _ in range(count)]
+    return [draw(st.integers(0, vocab_size - 1)) for _ in range(count)]
+
+
+@st.composite
+def ids_recipes(
+    draw: st.DrawFn,
+    vocab_size: int,
+    shape: tuple[int, ...] | None,
+    dtype: torch.dtype,
+    device: str,
+    min_dims: int,
+    max_dims: int,
+    min_side: int,
+    max_side: int,
+    layouts: Sequence[str],
+    max_numel: int,
+) -> IdsRecipe:
+    """Ids of ``shape`` (drawn from the dims/side bounds when ``None``) in a drawn layout."""
+    if shape is None:
+        shape = draw(_shapes(min_dims, max_dims, min_side, max_side, max_numel), label="shape")
+    layout = draw(st.sampled_from(list(layouts)), label="ids layout")
+    numel = math.prod(shape)
+    values = draw(_id_values(vocab_size, numel), label="ids")
+    if layout == "expanded" and len(shape) >= 1 and shape[0] > 0:
+        # Every layout draws all numel values, so that no layout takes fewer choices than
+        # "contiguous" and shrinking never prefers a stride-0 view.
+        values = values[: numel // shape[0]] * shape[0]
+    return IdsRecipe(tuple(values), tuple(shape), dtype, device, layout)
+
+
+@st.composite
+def weight_recipes(
+    draw: st.DrawFn,
+    vocab_size: int,
+    embedding_dim: int,
+    dtype: torch.dtype,
+    device: str,
+    layouts: Sequence[str],
+    allow_nonfinite: bool,
+    allow_signed_zeros: bool,
+) -> WeightRecipe:
+    """A table from a drawn seed, in a drawn layout, with up to three drawn special entries."""
+    seed = draw(SEEDS, label="weight seed")
+    layout = draw(st.sampled_from(list(layouts)), label="weight layout")
+    specials_values: list[float] = []
+    if allow_nonfinite:
+        specials_values += _NONFINITE
+    if allow_signed_zeros:
+        specials_values.append(-0.0)
+    specials: list[tuple[int, int, float]] = []
+    if specials_values:
+        specials = draw(
+            st.lists(
+                st.tuples(
+                    st.integers(0, vocab_size - 1),
+                    st.integers(0, embedding_dim - 1),
+                    st.sampled_from(specials_values),
+                ),
+                max_size=3,
+            ),
+            label="special entries",
+        )
+    return WeightRecipe(vocab_size, embedding_dim, dtype, device, seed, tuple(specials), layout)
+
+
+# --- What both case strategies draw a table and its ids from ---------------------------------
+
+
+class Ranges(NamedTuple):
+    """Where ``V``, ``D``, the dtypes and the device of a call come from, and the budgets.
+
+    ``embedding_dim`` and ``dtype`` are ``None`` for the defaults that depend on an earlier
+    draw: ``D`` within the element budget for the drawn ``V``, and the dtypes that the drawn
+    device supports.
+    """
+
+    vocab_size: st.SearchStrategy[int]
+    embedding_dim: st.SearchStrategy[int] | None
+    dtype: st.SearchStrategy[torch.dtype] | None
+    device: st.SearchStrategy[str]
+    index_dtype: st.SearchStrategy[torch.dtype]
+    max_ids: int
+    max_elements: int
+
+
+class Looks(NamedTuple):
+    """How the drawn table and ids may look: their layouts and special values."""
+
+    weight_layouts: tuple[str, ...]
+    ids_layouts: tuple[str, ...]
+    allow_nonfinite: bool
+    allow_signed_zeros: bool
+
+
+def looks(
+    weight_layouts: Sequence[str],
+    ids_layouts: Sequence[str],
+    allow_nonfinite: bool,
+    allow_signed_zeros: bool,
+) -> Looks:
+    """Check the layouts of a case strategy and bundle them with its special values.
+
+    Raises:
+        InvalidArgument: a bare string, an empty sequence or an unknown layout.
+    """
+    check_layouts(weight_layouts, WEIGHT_LAYOUTS, "weight_layouts")
+    check_layouts(ids_layouts, IDS_LAYOUTS, "ids_layouts")
+    return Looks(tuple(weight_layouts), tuple(ids_layouts), allow_nonfinite, allow_signed_zeros)
+
+
+class Basics(NamedTuple):
+    """The first draws of a call: the device, the table's dtype and size, the ids' dtype."""
+
+    device: str
+    dtype: torch.dtype
+    vocab_size: int
+    embedding_dim: int
+    index_dtype: torch.dtype
+
+
+def draw_basics(draw: st.DrawFn, ranges: Ranges) -> Basics:
+    """Draw the device, then a dtype it supports, ``V``, ``D`` within the budget, the ids' dtype."""
+    device = draw(ranges.device, label="device")
+    dtypes = ranges.dtype
+    if dtypes is None:
+        dtypes = st.sampled_from(supported_float_dtypes(device))
+    dtype = draw(dtypes, label="dtype")
+    v = draw(ranges.vocab_size, label="V")
+    dims = ranges.embedding_dim
+    if dims is None:
+        dims = st.integers(1, max(1, min(64, ranges.max_elements // v)))
+    d = draw(dims, label="D")
+    return Basics(device, dtype, v, d, draw(ranges.index_dtype, label="index dtype"))
+
+
+def draw_ids(
+    draw: st.DrawFn, looks: Looks, basics: Basics, shape: tuple[int, ...] | None, max_numel: int
+) -> IdsRecipe:
+    """Draw the ids of a call: of ``shape``, or of up to three dims of at most 8 ids each."""
+    b = basics
+    recipes = ids_recipes(
+        b.vocab_size, shape, b.index_dtype, b.device, 0, 3, 0, 8, looks.ids_layouts, max_numel
+    )
+    return draw(recipes, label="ids")
+
+
+def draw_weight(draw: st.DrawFn, looks: Looks, basics: Basics) -> WeightRecipe:
+    """Draw the table of a call."""
+    b = basics
+    recipes = weight_recipes(
+        b.vocab_size,
+        b.embedding_dim,
+        b.dtype,
+        b.device,
+        looks.weight_layouts,
+        looks.allow_nonfinite,
+        looks.allow_signed_zeros,
+    )
+    return draw(recipes, label="weight")

@@ -97,6 +97,18 @@ def _check_tensors(
     return outcome, worst
 
 
+def _check_forward(
+    fn: Callable[..., Any],
+    oracle_for: Callable[[_Call], _Oracle],
+    call: _Call,
+) -> torch.Tensor:
+    """:func:`_check_tensors` on a call without ``grad_output``; the candidate's output."""
+    __tracebackhide__ = True
+    outcome, _ = _check_tensors(fn, oracle_for, call)
+    assert isinstance(outcome.output, torch.Tensor)
+    return outcome.output
+
+
 def assert_forward_equivalent(
     fn: Callable[..., Any],
     input: torch.Tensor,
@@ -124,9 +136,7 @@ def assert_forward_equivalent(
         EquivalenceError: on any difference, with a repro snippet.
     """
     __tracebackhide__ = True
-    outcome, _ = _check_tensors(fn, _EmbeddingOracle.for_call, _Call(input, weight, kwargs))
-    assert isinstance(outcome.output, torch.Tensor)
-    return outcome.output
+    return _check_forward(fn, _EmbeddingOracle.for_call, _Call(input, weight, kwargs))
 
 
 def assert_backward_equivalent(
@@ -219,9 +229,7 @@ def assert_bag_forward_equivalent(
         EquivalenceError: on any difference, with a repro snippet.
     """
     __tracebackhide__ = True
-    outcome, _ = _check_tensors(fn, _BagOracle.for_call, _Call(input, weight, kwargs, offsets))
-    assert isinstance(outcome.output, torch.Tensor)
-    return outcome.output
+    return _check_forward(fn, _BagOracle.for_call, _Call(input, weight, kwargs, offsets))
 
 
 def assert_bag_backward_equivalent(
@@ -267,21 +275,13 @@ def assert_bag_case_equivalent(
 ) -> float:
     """Check ``fn`` on a drawn :class:`~embedding_equivalence.strategies.EmbeddingBagCase`.
 
-    A valid case is checked like :func:`assert_bag_backward_equivalent` (or the forward
-    only); an invalid case (``case.invalid`` is set) must make ``fn`` raise. The call is
+    The bag counterpart of :func:`assert_case_equivalent`, with the same arguments, return
+    value and errors; ``fn`` has ``F.embedding_bag``'s signature, and ``backward`` checks the
+    gradients of the table and of ``per_sample_weights``. A valid case is checked like
+    :func:`assert_bag_backward_equivalent` (or the forward only); an invalid case
+    (``case.invalid`` is set) must make ``fn`` raise. The call is
     ``fn(input, weight[, offsets], mode=..., **options)``; the repro snippet rebuilds the
     case's tensors exactly, layouts included.
-
-    Args:
-        fn: the candidate, with ``F.embedding_bag``'s signature.
-        case: a drawn case.
-        backward: also check the gradients.
-
-    Returns:
-        The largest ``|error| / bound`` (0 when exact).
-
-    Raises:
-        EquivalenceError: on any difference, with a repro snippet.
     """
     __tracebackhide__ = True
     return _check.check_case(fn, case, _BagOracle.for_call, backward=backward)

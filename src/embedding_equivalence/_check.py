@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import math
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -33,8 +33,11 @@ from ._repro import candidate_source, describe_call, format_float
 from .oracle.expected import ExpectedRows, Oracle
 
 __all__ = [
+    "AbortRun",
     "CheckableCase",
     "EquivalenceError",
+    "Snippet",
+    "case_snippet",
     "Outcome",
     "Runner",
     "check_call",
@@ -60,6 +63,23 @@ class EquivalenceError(AssertionError):
         self.worst = worst
 
 
+class AbortRun(BaseException):
+    """Ends a verification run at once, without shrinking: the machinery itself failed.
+
+    A rank that hangs or dies leaves no process group to run further examples on; shrinking
+    would repeat the timeout for every attempt. Derived from ``BaseException`` so that
+    Hypothesis lets it through instead of treating it as a failing example.
+
+    Attributes:
+        use_last_failure: report the smallest failure seen before, rather than the example
+            that was running.
+    """
+
+    def __init__(self, message: str, *, use_last_failure: bool = False) -> None:
+        super().__init__(message)
+        self.use_last_failure = use_last_failure
+
+
 # --- running ----------------------------------------------------------------------------------
 
 
@@ -75,6 +95,8 @@ class Outcome:
         weight_grad: ``weight.grad`` after the backward pass (dense or sparse), or ``None``.
         per_sample_weights_grad: ``per_sample_weights.grad`` after the backward pass.
         table: the table after the call (``max_norm`` renormalizes it in place).
+        rank: the rank that reported it, for a candidate run on a process group.
+        traceback: the formatted traceback of ``error`` where it was raised (another process).
     """
 
     output: object = None
@@ -84,10 +106,30 @@ class Outcome:
     weight_grad: torch.Tensor | None = None
     per_sample_weights_grad: torch.Tensor | None = None
     table: torch.Tensor | None = None
+    rank: int | None = None
+    traceback: str | None = None
 
 
-#: Runs a candidate on a call and reports what happened (the first seam).
-Runner = Callable[[Callable[..., Any], Call], Outcome]
+#: Runs a candidate on a call and reports what happened (the first seam): one outcome, or one
+#: a rank (each with its ``rank``) for a candidate run on the ranks of a process group.
+Runner = Callable[[Callable[..., Any], Call], "Outcome | Sequence[Outcome]"]
+
+
+def _outcomes(result: Outcome | Sequence[Outcome]) -> list[Outcome]:
+    return [result] if isinstance(result, Outcome) else list(result)
+
+
+def _on_rank(name: str, outcome: Outcome) -> str:
+    return name if outcome.rank is None else f"{name} on rank {outcome.rank}"
+
+
+def _raised(outcome: Outcome) -> str:
+    """``TypeName: message``, with the traceback of an error raised in another process."""
+    exc = outcome.error
+    text = f"{type(exc).__name__}: {exc}"
+    if outcome.traceback:
+        text += f"\n\nTraceback on rank {outcome.rank}:\n{outcome.traceback.rstrip()}\n"
+    return text
 
 
 def run_in_process(candidate: Callable[..., Any], call: Call) -> Outcome:
@@ -264,8 +306,7 @@ def _dense_grad(outcome: Outcome, call: Call, name: str) -> str | torch.Tensor:
             f"to the weight in the autograd graph"
         )
     if outcome.stage == "backward":
-        exc = outcome.error
-        return f"backward of {name} raised {type(exc).__name__}: {exc}"
+        return f"backward of {name} raised {_raised(outcome)}"
     grad = outcome.weight_grad
     if grad is None:
         return f"{name}: weight.grad is None after backward"
@@ -307,12 +348,11 @@ def judge(outcome: Outcome, call: Call, oracle: Oracle, name: str, repro: str) -
     __tracebackhide__ = True
     expected, bound = oracle.output()
     if outcome.stage == "forward":
-        exc = outcome.error
         raise EquivalenceError(
-            f"{name} raised {type(exc).__name__}: {exc}, but the call is valid (the reference "
-            f"returns a tensor of shape {tuple(expected.shape)})",
+            f"{name} raised {_raised(outcome)}, but the call is valid (the reference returns a "
+            f"tensor of shape {tuple(expected.shape)})",
             repro,
-        ) from exc
+        ) from outcome.error
     msg = _check_output(outcome.output, call, oracle, tuple(expected.shape), name)
     if msg:
         raise EquivalenceError(msg, repro)
@@ -397,7 +437,10 @@ def check_call(
     """
     __tracebackhide__ = True
     name = name or describe_call(candidate, call)
-    return judge(runner(candidate, call), call, oracle, name, repro)
+    worst = 0.0
+    for outcome in _outcomes(runner(candidate, call)):
+        worst = max(worst, judge(outcome, call, oracle, _on_rank(name, outcome), repro))
+    return worst
 
 
 class CheckableCase(Protocol):
@@ -417,6 +460,15 @@ class CheckableCase(Protocol):
         ...
 
 
+#: Writes a case's replay snippet: ``(case, backward, preamble) -> source``.
+Snippet = Callable[[CheckableCase, bool, str], str]
+
+
+def case_snippet(case: CheckableCase, backward: bool, preamble: str) -> str:
+    """The default :data:`Snippet`: the case's own source, calling ``candidate``."""
+    return case.source("candidate", backward=backward, preamble=preamble)
+
+
 def check_case(
     candidate: Callable[..., Any],
     case: CheckableCase,
@@ -424,6 +476,7 @@ def check_case(
     *,
     backward: bool = True,
     runner: Runner = run_in_process,
+    snippet: Snippet = case_snippet,
 ) -> float:
     """Check ``candidate`` on one drawn case: valid ones against the oracle, invalid ones raise.
 
@@ -433,6 +486,7 @@ def check_case(
         oracle_factory: builds the oracle from the call's tensors.
         backward: also check the gradients.
         runner: how the candidate is run.
+        snippet: writes the replay snippet (a runner that is not this process brings its own).
 
     Returns:
         The largest ``|error| / bound`` (0 when exact).
@@ -441,18 +495,19 @@ def check_case(
         EquivalenceError: the first difference, with a snippet that rebuilds the case.
     """
     __tracebackhide__ = True
-    repro = case.source("candidate", backward=backward, preamble=candidate_source(candidate))
+    repro = snippet(case, backward, candidate_source(candidate))
     call = case.call(backward=backward and case.invalid is None)
     if case.invalid is not None:
-        outcome = runner(candidate, call)
-        if outcome.stage == "forward":
-            return 0.0
-        raise EquivalenceError(
-            f"{describe_call(candidate, call)} returned a result, but the call is invalid "
-            f"({case.invalid}) and the reference raises: bad input must be refused, not "
-            f"clamped, wrapped or read out of bounds",
-            repro,
-        )
+        for outcome in _outcomes(runner(candidate, call)):
+            if outcome.stage == "forward":
+                continue
+            raise EquivalenceError(
+                f"{_on_rank(describe_call(candidate, call), outcome)} returned a result, but "
+                f"the call is invalid ({case.invalid}) and the reference raises: bad input "
+                f"must be refused, not clamped, wrapped or read out of bounds",
+                repro,
+            )
+        return 0.0
     # The oracle reads the table before the candidate runs (max_norm renorms it in place).
     before = call.weight.detach().clone() if "max_norm" in call.kwargs else call.weight.detach()
     oracle = oracle_factory(Call(call.input, before, call.kwargs, call.offsets))

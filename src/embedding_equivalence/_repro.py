@@ -28,6 +28,7 @@ __all__ = [
     "describe_call",
     "format_float",
     "tensor_source",
+    "why_not_importable",
 ]
 
 #: The largest tensor that a repro snippet spells out element by element.
@@ -45,7 +46,7 @@ def _short_name(fn: Callable[..., Any]) -> str:
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
 
 
-def _why_not_importable(fn: Callable[..., Any]) -> str | None:
+def why_not_importable(fn: Callable[..., Any]) -> str | None:
     """``None`` if ``from module import qualname`` gives ``fn`` itself, else the reason."""
     module = getattr(fn, "__module__", None)
     qualname = getattr(fn, "__qualname__", None)
@@ -80,7 +81,7 @@ def candidate_source(fn: Callable[..., Any]) -> str:
         ``candidate = Outer.name`` for a nested qualified name) when that gives ``fn`` back;
         otherwise a comment with the reason and a ``candidate = ...`` line to fill in.
     """
-    reason = _why_not_importable(fn)
+    reason = why_not_importable(fn)
     if reason is None:
         module, qualname = fn.__module__, fn.__qualname__
         if "." in qualname:

@@ -24,10 +24,13 @@ from hypothesis.errors import Flaky, InvalidArgument
 from . import strategies as ees
 from ._cases import EmbeddingBagCase, EmbeddingCase
 from ._check import (
+    AbortRun,
     CheckableCase,
     EquivalenceError,
     OracleFactory,
     Runner,
+    Snippet,
+    case_snippet,
     check_case,
     preserved_global_state,
     run_in_process,
@@ -39,9 +42,11 @@ from .oracle import BagOracle, EmbeddingOracle
 __all__ = [
     "VerificationError",
     "VerificationReport",
+    "check_budget",
     "run_verification",
     "verify_embedding",
     "verify_embedding_bag",
+    "with_invalid",
 ]
 
 
@@ -134,7 +139,7 @@ def _resolve(
     return tuple(dtypes), devs
 
 
-def _check_budget(candidate: object, max_examples: object) -> None:
+def check_budget(candidate: object, max_examples: object) -> None:
     if not callable(candidate):
         raise InvalidArgument(f"candidate={candidate!r} must be callable")
     if isinstance(max_examples, bool) or not isinstance(max_examples, int) or max_examples < 1:
@@ -152,7 +157,7 @@ def _on_cpu(
     return make() if "cpu" in devices else None
 
 
-def _with_invalid(
+def with_invalid(
     valid: st.SearchStrategy[Any], invalid: st.SearchStrategy[Any] | None
 ) -> st.SearchStrategy[Any]:
     """One example in five from ``invalid``; shrinking goes to 0, the valid branch."""
@@ -173,6 +178,7 @@ def run_verification(
     max_examples: int,
     seed: int | None,
     runner: Runner = run_in_process,
+    snippet: Snippet = case_snippet,
 ) -> VerificationReport:
     """Run the engine over ``cases`` with Hypothesis and summarize the outcome.
 
@@ -187,13 +193,20 @@ def run_verification(
         max_examples: Hypothesis's example budget.
         seed: Hypothesis seed (``None``: a fresh random one, recorded in the report).
         runner: how the candidate is run.
+        snippet: writes the counterexample's replay snippet.
 
     Returns:
         The report.
     """
-    _check_budget(candidate, max_examples)
+    check_budget(candidate, max_examples)
     run_seed = seed if seed is not None else random.SystemRandom().randrange(2**32)
-    state: dict[str, Any] = {"examples": 0, "failed": False, "worst": 0.0, "last": None}
+    state: dict[str, Any] = {
+        "examples": 0,
+        "failed": False,
+        "worst": 0.0,
+        "last": None,
+        "current": None,
+    }
 
     @settings(
         max_examples=max_examples,
@@ -209,8 +222,11 @@ def run_verification(
     def run(case: CheckableCase) -> None:
         if not state["failed"]:
             state["examples"] += 1
+        state["current"] = case
         try:
-            worst = check_case(candidate, case, oracle_for, backward=backward, runner=runner)
+            worst = check_case(
+                candidate, case, oracle_for, backward=backward, runner=runner, snippet=snippet
+            )
         except AssertionError as exc:
             state["failed"] = True
             state["last"] = (case, exc)
@@ -220,6 +236,7 @@ def run_verification(
 
     start = time.perf_counter()
     flaky = False
+    aborted: AbortRun | None = None
     with preserved_global_state():
         try:
             hypothesis_seed(run_seed)(run)()
@@ -234,11 +251,17 @@ def run_verification(
             flaky = state["last"] is not None
             if not flaky:
                 raise
+        except AbortRun as exc:  # a rank hung or died: no shrinking, report what ran
+            passed, aborted = False, exc
+            if not (exc.use_last_failure and state["last"] is not None):
+                state["last"] = (state["current"], exc)
     elapsed = time.perf_counter() - start
     counterexample = failure = None
     if not passed and state["last"] is not None:
         case, exc = state["last"]
         failure = str(exc).split("\n\nRepro:\n")[0]
+        if aborted is not None and aborted is not exc:
+            failure += f"\n({aborted})"
         if flaky:
             failure += (
                 "\n(The failure did not reproduce when the example was run again: the candidate "
@@ -247,7 +270,7 @@ def run_verification(
         counterexample = (
             exc.repro
             if isinstance(exc, EquivalenceError) and exc.repro
-            else case.source("candidate", backward=backward, preamble=candidate_source(candidate))
+            else snippet(case, backward, candidate_source(candidate))
         )
     return VerificationReport(
         candidate=candidate_name(candidate),
@@ -316,7 +339,7 @@ def verify_embedding(
         >>> report.passed
         False
     """
-    _check_budget(candidate, max_examples)
+    check_budget(candidate, max_examples)
     opts = tuple(options)
     dts, devs = _resolve(dtypes, devices)
     valid = ees.embedding_cases(
@@ -325,7 +348,7 @@ def verify_embedding(
     invalid = _on_cpu(devs, lambda: ees.embedding_cases(
         options=opts, dtype=st.sampled_from(dts), device="cpu", invalid=True
     ))  # fmt: skip
-    cases: st.SearchStrategy[EmbeddingCase] = _with_invalid(valid, invalid)
+    cases: st.SearchStrategy[EmbeddingCase] = with_invalid(valid, invalid)
     return run_verification(
         candidate, cases, EmbeddingOracle.for_call, backward=backward, options=opts,
         dtypes=dts, devices=devs, max_examples=max_examples, seed=seed,
@@ -397,7 +420,7 @@ def verify_embedding_bag(
         >>> report.passed
         True
     """
-    _check_budget(candidate, max_examples)
+    check_budget(candidate, max_examples)
     opts = tuple(options)
     mds = tuple(modes) if not isinstance(modes, str) else modes
     dts, devs = _resolve(dtypes, devices)
@@ -423,7 +446,7 @@ def verify_embedding_bag(
             device=st.sampled_from(devs),
         )
         report = run_verification(
-            candidate, _with_invalid(valid, invalid), BagOracle.for_call, backward=backward,
+            candidate, with_invalid(valid, invalid), BagOracle.for_call, backward=backward,
             options=opts, dtypes=dts, devices=devs, max_examples=budget, seed=run_seed,
         )  # fmt: skip
         reports.append(report)

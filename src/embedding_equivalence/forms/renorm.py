@@ -16,7 +16,7 @@ import torch
 
 from .validation import check_embedding_args, check_ids_in_range, check_one_hot_fits
 
-__all__ = ["GradRowScale", "grad_row_scale", "prepare_call", "renorm_rows_"]
+__all__ = ["GradRowScale", "grad_row_scale", "prepare_call", "renorm_rows_", "scale_rows_"]
 
 
 def renorm_rows_(
@@ -51,13 +51,31 @@ def renorm_rows_(
                 if norm > max_norm:
                     torch.ops.aten.mul_.Scalar(row, max_norm / (norm + 1e-7))
             return
-        rows = weight.index_select(0, unique)
-        norms = torch.linalg.vector_norm(rows, norm_type, dim=1).double()
+        norms = torch.linalg.vector_norm(weight.index_select(0, unique), norm_type, dim=1)
+        scale_rows_(weight, unique, norms, max_norm)
+
+
+def scale_rows_(
+    weight: torch.Tensor, rows: torch.Tensor, norms: torch.Tensor, max_norm: float
+) -> None:
+    """Rescale in place the rows ``rows`` whose norm (given) exceeds ``max_norm``.
+
+    Row ``r`` becomes ``r * (max_norm / (norm + 1e-7))``, computed in float32 (float64 for a
+    float64 table) and rounded once to the table's dtype. The norms are given so that a caller
+    holding a block of columns can pass the whole row's norm, reduced over ranks.
+
+    Args:
+        weight: ``(V, D)`` floating table, modified in place (outside autograd).
+        rows: 1-D int64 unique row indices.
+        norms: ``(len(rows),)`` norms of those rows.
+        max_norm: the largest norm a row may keep.
+    """
+    with torch.no_grad():
+        norms = norms.to(torch.float64)
         scale = torch.where(norms > max_norm, max_norm / (norms + 1e-7), torch.ones_like(norms))
         opmath = torch.float64 if weight.dtype == torch.float64 else torch.float32
-        weight.index_copy_(
-            0, unique, (rows.to(opmath) * scale.to(opmath)[:, None]).to(weight.dtype)
-        )
+        selected = weight.index_select(0, rows).to(opmath)
+        weight.index_copy_(0, rows, (selected * scale.to(opmath)[:, None]).to(weight.dtype))
 
 
 class GradRowScale(torch.autograd.Function):

@@ -1,0 +1,354 @@
+"""The worker launcher: a process group of spawned ranks, driven from this process.
+
+:class:`WorkerGroup` starts ``world_size`` processes (``python -m
+embedding_equivalence.distributed._worker``), each joining a torch.distributed group (gloo on
+the CPU, nccl on CUDA) through a TCP store that this process hosts on a free port. This
+process is not a rank: it sends each rank the call to run and waits for every rank's outcome,
+so that it can notice a rank that raises, hangs or dies while the others wait in a collective:
+
+- a rank that **raises** reports its outcome at once; the other ranks are usually stuck in a
+  collective that will never complete, so after a short grace the group is killed and
+  restarted for the next call, and those ranks are reported as waiting;
+- a rank that **hangs** is found by the timeout: its Python stacks are dumped (faulthandler,
+  ``SIGUSR1``) into its log, and the group is killed;
+- a rank that **dies** is found when its connection closes; its exit status and the end of
+  its log are reported.
+
+Workers are ended by their pid: at :meth:`WorkerGroup.close`, when the group is restarted, and
+when this process exits. Each worker also asks Linux to kill it if this process dies.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import pickle
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import weakref
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, Listener, wait
+from typing import Any
+
+import torch.distributed as dist
+
+from .._check import Outcome
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "TIMEOUT_ENV",
+    "GroupFailure",
+    "StillWaiting",
+    "WorkerGroup",
+    "receive",
+    "send",
+]
+
+#: Environment variable that raises the default per-call timeout (seconds).
+TIMEOUT_ENV = "EMBEDDING_EQUIVALENCE_DISTRIBUTED_TIMEOUT"
+#: Seconds a call may take on every rank before the group is declared hung.
+DEFAULT_TIMEOUT = float(os.environ.get(TIMEOUT_ENV, "20"))
+#: Seconds the other ranks get to report after one rank raised or died.
+_GRACE = 1.0
+_HOST = "127.0.0.1"
+
+
+def send(conn: Connection, obj: object) -> None:
+    """Send ``obj`` pickled by value (never as shared memory, which torch's pickler prefers)."""
+    conn.send_bytes(pickle.dumps(obj))
+
+
+def receive(conn: Connection) -> Any:
+    """Receive what :func:`send` sent."""
+    return pickle.loads(conn.recv_bytes())
+
+
+class StillWaiting(RuntimeError):
+    """The error of a rank that was still in a collective when another rank raised."""
+
+
+class GroupFailure(Exception):
+    """A rank hung or died: the group could not run the call to the end.
+
+    Attributes:
+        ranks: the ranks that failed.
+        kind: ``"hung"`` or ``"died"``.
+    """
+
+    def __init__(self, message: str, ranks: list[int], kind: str) -> None:
+        super().__init__(message)
+        self.ranks = ranks
+        self.kind = kind
+
+
+@dataclass
+class _Worker:
+    rank: int
+    process: subprocess.Popen[bytes]
+    log: Any  # the temporary file that holds its stdout and stderr
+    conn: Connection | None = None
+
+    def tail(self, lines: int = 15) -> str:
+        self.log.flush()
+        self.log.seek(0)
+        text = self.log.read().decode(errors="replace").rstrip().splitlines()
+        return "\n".join(text[-lines:])
+
+
+def _kill(workers: list[_Worker]) -> None:
+    """End every worker by its pid and wait for it; close connections and logs."""
+    for w in workers:
+        if w.process.poll() is None:
+            w.process.kill()
+    for w in workers:
+        with contextlib.suppress(subprocess.TimeoutExpired):  # a process in the D state
+            w.process.wait(timeout=10)
+        if w.conn is not None:
+            w.conn.close()
+        w.log.close()
+
+
+class WorkerGroup:
+    """``world_size`` spawned ranks in a process group, and this process as their driver.
+
+    Use it as a context manager; the group starts lazily on the first :meth:`run`.
+
+    Args:
+        world_size: the number of ranks (at least 1).
+        device: ``"cpu"`` (gloo) or ``"cuda"`` (nccl; one GPU per rank, round robin).
+        backend: the torch.distributed backend; ``None`` picks gloo or nccl by ``device``.
+        timeout: seconds a call may take before the group is declared hung; also the
+            process group's own timeout.
+    """
+
+    def __init__(
+        self,
+        world_size: int,
+        *,
+        device: str = "cpu",
+        backend: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
+        self.world_size = world_size
+        self.device = device
+        self.backend = backend or ("nccl" if device == "cuda" else "gloo")
+        self.timeout = timeout
+        self.starts = 0
+        self.startup_seconds: list[float] = []
+        self._workers: list[_Worker] = []
+        self._store: dist.TCPStore | None = None
+        self._finalizer = weakref.finalize(self, _kill, self._workers)
+        atexit.register(self._finalizer)
+
+    def __enter__(self) -> WorkerGroup:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def pids(self) -> list[int]:
+        """The pids of the running workers."""
+        return [w.process.pid for w in self._workers if w.process.poll() is None]
+
+    def close(self) -> None:
+        """Stop every worker (by its pid) and release the store."""
+        for w in self._workers:
+            if w.conn is not None and w.process.poll() is None:
+                with contextlib.suppress(OSError):
+                    send(w.conn, None)
+        deadline = time.monotonic() + 2.0
+        for w in self._workers:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                w.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        _kill(self._workers)
+        self._workers.clear()
+        self._store = None
+
+    def _environment(self, rank: int, conn_port: int, key: bytes) -> dict[str, str]:
+        env = dict(os.environ)
+        # The workers import the candidate by name: give them this process's import path.
+        paths = [p or os.getcwd() for p in sys.path]
+        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+        assert self._store is not None
+        env.update(
+            EE_RANK=str(rank),
+            EE_WORLD_SIZE=str(self.world_size),
+            EE_HOST=_HOST,
+            EE_CONN_PORT=str(conn_port),
+            EE_STORE_PORT=str(self._store.port),
+            EE_KEY=key.hex(),
+            EE_TIMEOUT=str(self.timeout),
+            EE_BACKEND=self.backend,
+            EE_DEVICE=self.device,
+        )
+        return env
+
+    def start(self) -> None:
+        """Start the workers and wait until every rank has joined the process group.
+
+        Raises:
+            GroupFailure: a worker died or did not join within the timeout.
+        """
+        self.close()
+        begin = time.perf_counter()
+        self._store = dist.TCPStore(_HOST, 0, None, is_master=True, wait_for_workers=False)
+        key = secrets.token_bytes(16)
+        with Listener((_HOST, 0), authkey=key) as listener:
+            port = int(listener.address[1])
+            for rank in range(self.world_size):
+                log = tempfile.TemporaryFile()  # noqa: SIM115 - closed by _kill
+                process = subprocess.Popen(
+                    [sys.executable, "-m", "embedding_equivalence.distributed._worker"],
+                    env=self._environment(rank, port, key),
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+                self._workers.append(_Worker(rank, process, log))
+            self._accept(listener)
+        self._wait_ready()
+        self.starts += 1
+        self.startup_seconds.append(time.perf_counter() - begin)
+
+    def _accept(self, listener: Listener) -> None:
+        """Accept one connection a worker, failing fast if a worker dies first."""
+        sock = listener._listener._socket  # type: ignore[attr-defined]
+        sock.settimeout(0.2)
+        deadline = time.monotonic() + self.timeout
+        pending = {w.rank for w in self._workers}
+        while pending:
+            self._raise_if_dead("starting")
+            if time.monotonic() > deadline:
+                self._fail(sorted(pending), "hung", "did not connect while starting")
+            try:
+                conn = listener.accept()
+            except (TimeoutError, OSError):
+                continue
+            _, rank, _ = receive(conn)
+            self._workers[rank].conn = conn
+            pending.discard(rank)
+
+    def _connections(self) -> dict[Connection, int]:
+        """Each worker's connection, and its rank."""
+        conns = {w.conn: w.rank for w in self._workers if w.conn is not None}
+        assert len(conns) == self.world_size
+        return conns
+
+    def _wait_ready(self) -> None:
+        pending = {r: c for c, r in self._connections().items()}
+        deadline = time.monotonic() + self.timeout
+        while pending:
+            ready = wait(list(pending.values()), timeout=0.2)
+            for conn in ready:
+                assert isinstance(conn, Connection)
+                rank = next(r for r, c in pending.items() if c is conn)
+                try:
+                    receive(conn)
+                except (EOFError, OSError):
+                    self._raise_if_dead("joining the process group")
+                pending.pop(rank)
+            self._raise_if_dead("joining the process group")
+            if pending and time.monotonic() > deadline:
+                self._fail(sorted(pending), "hung", "did not join the process group")
+
+    def _raise_if_dead(self, doing: str) -> None:
+        dead = [w for w in self._workers if w.process.poll() is not None]
+        if dead:
+            self._fail([w.rank for w in dead], "died", f"died while {doing}")
+
+    def _fail(self, ranks: list[int], kind: str, what: str) -> None:
+        """Kill the group and raise :class:`GroupFailure` with each failed rank's log."""
+        workers = [self._workers[r] for r in ranks]
+        if kind == "hung":
+            for w in workers:
+                if w.process.poll() is None:
+                    os.kill(w.process.pid, signal.SIGUSR1)  # faulthandler: dump the stacks
+            time.sleep(0.5)
+        parts = []
+        for w in workers:
+            code = w.process.poll()
+            status = "" if code is None else f" (exit status {code})"
+            parts.append(f"rank {w.rank}{status}, the end of its log:\n{w.tail() or '(empty)'}")
+        names = ", ".join(f"rank {r}" for r in ranks)
+        message = f"{names} {what} (timeout {self.timeout:g} s)\n\n" + "\n\n".join(parts)
+        self.close()
+        raise GroupFailure(message, ranks, kind)
+
+    def run(self, *request: Any) -> list[Outcome]:
+        """Send ``request`` to every rank and collect every rank's :class:`Outcome`.
+
+        A rank that raised is reported in its outcome. The ranks that did not answer within a
+        short grace after it (stuck in a collective the failed rank never joined) get an
+        outcome whose error says so, and the group is restarted before the next call.
+
+        Args:
+            request: the arguments of :func:`~._rank.run_on_rank` after ``device``.
+
+        Returns:
+            One outcome a rank, the ranks that raised first, then the others by rank.
+
+        Raises:
+            GroupFailure: a rank died, or no rank answered within the timeout.
+        """
+        if not self._workers:
+            self.start()
+        for w in self._workers:
+            assert w.conn is not None
+            try:
+                send(w.conn, request)
+            except OSError:
+                self._raise_if_dead("receiving a call")
+                raise
+        outcomes: dict[int, Outcome] = {}
+        conns = self._connections()
+        deadline = time.monotonic() + self.timeout
+        while len(outcomes) < self.world_size:
+            if any(o.error is not None for o in outcomes.values()):
+                deadline = min(deadline, time.monotonic() + _GRACE)
+            remaining = deadline - time.monotonic()
+            ready = wait([c for c in conns if conns[c] not in outcomes], max(0.0, remaining))
+            for conn in ready:
+                assert isinstance(conn, Connection)
+                try:
+                    outcomes[conns[conn]] = receive(conn)
+                except (EOFError, OSError):  # the worker is gone: wait for its exit status
+                    worker = self._workers[conns[conn]]
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        worker.process.wait(timeout=_GRACE)
+                    self._fail([worker.rank], "died", "died while running the call")
+            if not ready and time.monotonic() >= deadline:
+                break
+        missing = sorted(set(range(self.world_size)) - set(outcomes))
+        if not missing:
+            return self._ordered(outcomes)
+        self._raise_if_dead("running the call")
+        if not outcomes or all(o.error is None for o in outcomes.values()):
+            self._fail(missing, "hung", "did not finish the call")
+        failed = [r for r, o in outcomes.items() if o.error is not None]
+        for r in missing:
+            outcomes[r] = Outcome(
+                rank=r,
+                error=StillWaiting(
+                    f"rank {r} was still waiting (in a collective) after rank {failed[0]} "
+                    f"raised; the group was restarted"
+                ),
+                stage="forward",
+            )
+        self.close()  # restarted by the next run
+        return self._ordered(outcomes)
+
+    def _ordered(self, outcomes: dict[int, Outcome]) -> list[Outcome]:
+        waiting = [o for o in outcomes.values() if isinstance(o.error, StillWaiting)]
+        first = [o for o in outcomes.values() if o.error is not None and o not in waiting]
+        rest = [o for o in outcomes.values() if o.error is None]
+        return [*sorted(first, key=_rank_of), *sorted(rest, key=_rank_of), *waiting]
+
+
+def _rank_of(outcome: Outcome) -> int:
+    return outcome.rank or 0

@@ -1,0 +1,134 @@
+"""What one rank does with one call: shard the table, run the candidate, gather what to judge.
+
+Used by the spawned workers and by every rank of a group started under ``torchrun``. The
+call arrives whole on every rank (the same ids, table and upstream gradient); the rank builds
+the table as a DTensor (``Shard(0)`` or ``Shard(1)`` over a 1-D mesh of the whole group, with
+torch's chunking), calls the candidate, runs the backward pass with the same upstream gradient,
+and gathers the full output, the full gradient (``weight.grad.full_tensor()``) and the full
+table after the call. Everything it returns is a plain CPU tensor or text, so it pickles.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pickle
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+from torch.distributed.tensor import DTensor, Shard, distribute_tensor
+
+from .._cases import Call
+from .._check import Outcome
+
+__all__ = ["SHARDINGS", "load_candidate", "run_on_rank", "shutdown_group"]
+
+#: The shardings and the dimension of the table each splits.
+SHARDINGS: dict[str, int] = {"vocab": 0, "dim": 1}
+
+_MESHES: dict[str, DeviceMesh] = {}
+_CANDIDATES: dict[str, Callable[..., Any]] = {}
+
+
+def load_candidate(reference: str) -> Callable[..., Any]:
+    """Import ``"module:qualname"`` (cached per process)."""
+    if reference not in _CANDIDATES:
+        module, _, qualname = reference.partition(":")
+        obj: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+        _CANDIDATES[reference] = obj
+    return _CANDIDATES[reference]
+
+
+def _mesh(device: str) -> DeviceMesh:
+    if device not in _MESHES:
+        _MESHES[device] = init_device_mesh(device, (dist.get_world_size(),))
+    return _MESHES[device]
+
+
+def shutdown_group() -> None:
+    """Forget the meshes and leave the process group, if this process is in one."""
+    _MESHES.clear()
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def _portable(exc: BaseException) -> BaseException:
+    """The exception itself if it pickles, else a RuntimeError that says what it was."""
+    try:
+        pickle.loads(pickle.dumps(exc))
+    except Exception:
+        return RuntimeError(f"{type(exc).__name__}: {exc}")
+    return exc
+
+
+def _failed(outcome: Outcome, exc: BaseException, stage: str) -> Outcome:
+    outcome.error, outcome.stage = _portable(exc), stage
+    outcome.traceback = "".join(traceback.format_exception(exc))
+    return outcome
+
+
+def _plain(t: object) -> object:
+    """A DTensor's full tensor (a collective); a plain tensor as it is."""
+    return t.full_tensor() if isinstance(t, DTensor) else t
+
+
+def _detached(t: object) -> object:
+    return t.detach().cpu() if isinstance(t, torch.Tensor) else t
+
+
+def run_on_rank(candidate: str, call: Call, sharding: str, *, device: str = "cpu") -> Outcome:
+    """Run ``candidate`` on this rank's shard of ``call`` and gather the full results.
+
+    Args:
+        candidate: ``"module:qualname"`` of the candidate.
+        call: the whole call (the same on every rank); ``call.grad_output`` set means run the
+            backward pass.
+        sharding: ``"vocab"`` (``Shard(0)``) or ``"dim"`` (``Shard(1)``).
+        device: ``"cpu"`` or ``"cuda"``.
+
+    Returns:
+        The :class:`~embedding_equivalence._check.Outcome` of this rank, with plain CPU tensors
+        (``output`` and ``weight_grad`` full, ``table`` the full table after the call).
+    """
+    rank = dist.get_rank()
+    outcome = Outcome(rank=rank)
+    try:
+        fn = load_candidate(candidate)
+    except Exception as exc:
+        return _failed(outcome, exc, "forward")
+    mesh = _mesh(device)
+    backward = call.grad_output is not None
+    full = call.weight.detach().to(device)
+    placements = [Shard(SHARDINGS[sharding])]
+    # Every rank has the whole table: each keeps its own chunk, no data moves.
+    weight = distribute_tensor(full, mesh, placements, src_data_rank=None)
+    weight.requires_grad_(backward)
+    input = call.input.to(device)
+    kwargs = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in call.kwargs.items()}
+    try:
+        out = _plain(fn(input, weight, **kwargs))
+    except Exception as exc:  # the judge decides whether raising was right
+        return _failed(outcome, exc, "forward")
+    outcome.output = _detached(out)
+    if "max_norm" in kwargs:  # the renorm's side effect, judged on the whole table
+        try:
+            outcome.table = _detached(_plain(weight.detach()))  # type: ignore[assignment]
+        except Exception as exc:
+            return _failed(outcome, exc, "forward")
+    if not backward or not isinstance(out, torch.Tensor):
+        return outcome
+    outcome.requires_grad = out.requires_grad
+    if not out.requires_grad:
+        return outcome
+    assert call.grad_output is not None
+    try:
+        out.backward(call.grad_output.to(device))
+        outcome.weight_grad = _detached(_plain(weight.grad))  # type: ignore[assignment]
+    except Exception as exc:
+        return _failed(outcome, exc, "backward")
+    return outcome

@@ -1,0 +1,308 @@
+"""``verify_sharded_embedding``: the embedding verifier, run on the ranks of a process group.
+
+A thin adapter over the engine, like ``verify_embedding``: the same strategy (with small
+tables, so that shards are uneven or empty), the same oracle and bound, the same judge and
+report. What changes is the runner, the engine's first seam: each call runs on every rank of a
+:class:`~._group.WorkerGroup` (or of the group this process is in, under ``torchrun``), and
+every rank's outcome is judged, so outputs and gradients must agree on every rank.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
+
+from .. import strategies as ees
+from .._cases import Call
+from .._check import AbortRun, CheckableCase, Outcome, Snippet
+from .._repro import why_not_importable
+from .._verify import VerificationReport, check_budget, run_verification, with_invalid
+from ..oracle import EmbeddingOracle
+from ._group import DEFAULT_TIMEOUT, GroupFailure, WorkerGroup
+from ._rank import SHARDINGS, run_on_rank
+
+__all__ = [
+    "MAX_RESTARTS",
+    "sharded_embedding_cases",
+    "sharded_snippet",
+    "verify_sharded_embedding",
+]
+
+#: Group restarts allowed while shrinking a failure that makes ranks wait on each other.
+MAX_RESTARTS = 8
+
+
+def _reference(candidate: Callable[..., Any] | str) -> tuple[str, Callable[..., Any]]:
+    """``("module:qualname", the object)``; refuses what the workers cannot import."""
+    if isinstance(candidate, str):
+        module, sep, qualname = candidate.partition(":")
+        if not sep or not module or not qualname:
+            raise InvalidArgument(
+                f"candidate={candidate!r} must be 'module:function', e.g. "
+                f"'mypkg.kernels:my_embedding'"
+            )
+        try:
+            obj: Any = importlib.import_module(module)
+            for part in qualname.split("."):
+                obj = getattr(obj, part)
+        except (ImportError, AttributeError) as exc:
+            raise InvalidArgument(f"candidate={candidate!r} cannot be imported: {exc}") from exc
+        return candidate, obj
+    if not callable(candidate):
+        raise InvalidArgument(f"candidate={candidate!r} must be callable or 'module:function'")
+    reason = why_not_importable(candidate)
+    if reason is not None:
+        raise InvalidArgument(
+            f"the workers import the candidate by name and cannot import this one: {reason}. "
+            f"Define it at the top level of a module (not in the script being run, which the "
+            f"workers never import), then pass the function or 'module:function'"
+        )
+    return f"{candidate.__module__}:{candidate.__qualname__}", candidate
+
+
+def sharded_embedding_cases(
+    *,
+    world_size: int,
+    sharding: str = "vocab",
+    options: Sequence[str] = (),
+    dtype: torch.dtype | st.SearchStrategy[torch.dtype] | None = None,
+    invalid: bool = False,
+) -> st.SearchStrategy[ees.EmbeddingCase]:
+    """``embedding_cases`` with tables small next to the world size (on the CPU).
+
+    ``V`` is drawn from ``1`` to ``4 * world_size + 4`` and ``D`` from ``1`` to
+    ``2 * world_size + 4``, so that shrinking reaches tables smaller than the world (trailing
+    ranks with no rows under ``Shard(0)``: torch gives ``ceil(V / world)`` rows a rank, so
+    ``V = 4`` over 3 ranks is 2, 2, 0; and ``D`` smaller than the world under ``Shard(1)``).
+
+    Args:
+        world_size: the number of ranks.
+        sharding: ``"vocab"`` or ``"dim"``.
+        options: as for :func:`~embedding_equivalence.strategies.embedding_cases`, without
+            ``"sparse"`` (a DTensor has no sparse gradient).
+        dtype: a float dtype, or a strategy of them.
+        invalid: draw calls that the reference refuses.
+
+    Returns:
+        A strategy of :class:`~embedding_equivalence.strategies.EmbeddingCase`.
+    """
+    if sharding not in SHARDINGS:
+        raise InvalidArgument(f"sharding={sharding!r} must be one of {sorted(SHARDINGS)}")
+    if "sparse" in options:
+        raise InvalidArgument(
+            "options contains 'sparse', which sharded embeddings do not take (a DTensor table "
+            "has a dense gradient); leave it out"
+        )
+    return ees.embedding_cases(
+        options=options,
+        vocab_size=st.integers(1, 4 * world_size + 4),
+        embedding_dim=st.integers(1, 2 * world_size + 4),
+        dtype=dtype,
+        device="cpu",
+        invalid=invalid,
+    )
+
+
+def sharded_snippet(sharding: str, world_size: int, device: str) -> Snippet:
+    """The replay snippet of a sharded call: a script for ``torchrun`` that rebuilds the case.
+
+    Every rank builds the same tensors, shards the table as the verifier did, calls the
+    candidate and prints its rank's output and the full gradient.
+    """
+    dim = SHARDINGS[sharding]
+    backend = "nccl" if device == "cuda" else "gloo"
+
+    def snippet(case: CheckableCase, backward: bool, preamble: str) -> str:
+        lines = case.source("candidate", backward=backward, preamble=preamble).splitlines()
+        head = [
+            f"# Run with: torchrun --nproc-per-node {world_size} repro.py",
+            "import torch.distributed as dist",
+            "from torch.distributed.device_mesh import init_device_mesh",
+            "from torch.distributed.tensor import DTensor, Shard, distribute_tensor",
+        ]
+        call = next(i for i, line in enumerate(lines) if line.startswith("out = candidate("))
+        body = [line for line in lines[:call] if line != "weight.requires_grad_(True)"]
+        shard = [
+            "",
+            f'dist.init_process_group("{backend}")',
+            f'mesh = init_device_mesh("{device}", (dist.get_world_size(),))',
+            f"weight = distribute_tensor(weight, mesh, [Shard({dim})], src_data_rank=None)",
+        ]
+        if backward and case.invalid is None:
+            shard.append("weight.requires_grad_(True)")
+        out = [
+            lines[call],
+            "out = out.full_tensor() if isinstance(out, DTensor) else out",
+            *(line for line in lines[call + 1 :] if not line.startswith("print(")),
+        ]
+        grad = ", weight.grad.full_tensor()" if backward and case.invalid is None else ""
+        tail = [f"print(dist.get_rank(), out{grad})", "dist.destroy_process_group()"]
+        return "\n".join([*head, *body, *shard, *out, *tail])
+
+    return snippet
+
+
+class _GroupRunner:
+    """The engine's runner seam for a process group: every rank runs the call."""
+
+    def __init__(self, reference: str, sharding: str, group: WorkerGroup | None) -> None:
+        self.reference = reference
+        self.sharding = sharding
+        self.group = group
+        self.failures_seen = False
+
+    def __call__(self, candidate: Callable[..., Any], call: Call) -> list[Outcome]:
+        del candidate  # the ranks import it by reference
+        if self.group is None:
+            return _run_in_torchrun_group(self.reference, call, self.sharding)
+        if self.group.starts > MAX_RESTARTS + 1:
+            raise AbortRun(
+                f"stopped shrinking after {MAX_RESTARTS} restarts of the process group (each "
+                f"failure that leaves ranks waiting in a collective needs one); the smallest "
+                f"failure found so far is shown",
+                use_last_failure=True,
+            )
+        try:
+            return self.group.run(self.reference, call, self.sharding)
+        except GroupFailure as exc:
+            raise AbortRun(str(exc)) from exc
+
+
+def _run_in_torchrun_group(reference: str, call: Call, sharding: str) -> list[Outcome]:
+    """Rank 0's side of one call under torchrun: broadcast it, run it, gather the outcomes."""
+    message: list[Any] = [(reference, call, sharding)]
+    dist.broadcast_object_list(message, src=0)
+    outcome = run_on_rank(reference, call, sharding, device=_torchrun_device())
+    gathered: list[Any] = [None] * dist.get_world_size()
+    dist.gather_object(outcome, gathered, dst=0)
+    return gathered
+
+
+def _torchrun_device() -> str:
+    return "cuda" if dist.get_backend() == "nccl" else "cpu"
+
+
+def _serve_torchrun_group() -> VerificationReport:
+    """Ranks other than 0 under torchrun: run what rank 0 broadcasts until it sends a report."""
+    while True:
+        message: list[Any] = [None]
+        dist.broadcast_object_list(message, src=0)
+        if isinstance(message[0], VerificationReport):
+            return message[0]
+        reference, call, sharding = message[0]
+        outcome = run_on_rank(reference, call, sharding, device=_torchrun_device())
+        dist.gather_object(outcome, None, dst=0)
+
+
+def verify_sharded_embedding(
+    candidate: Callable[..., Any] | str,
+    *,
+    sharding: str = "vocab",
+    world_size: int = 2,
+    options: Sequence[str] = (),
+    dtypes: Sequence[torch.dtype] | None = None,
+    device: str = "cpu",
+    backend: str | None = None,
+    max_examples: int = 50,
+    backward: bool = True,
+    seed: int | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> VerificationReport:
+    """Verify a sharded embedding kernel on the ranks of a process group, forward and backward.
+
+    On every rank the call is ``candidate(input, weight, **options)``: ``input`` a plain
+    tensor, the same on every rank, and ``weight`` a DTensor over a 1-D mesh of all ranks,
+    ``Shard(0)`` for ``sharding="vocab"`` and ``Shard(1)`` for ``"dim"`` (torch's chunking:
+    trailing ranks may hold fewer rows or columns, or none). The candidate returns the full
+    ``(*input.shape, D)`` output (a plain tensor or a DTensor); the backward pass runs on every
+    rank with the same upstream gradient, and ``weight.grad.full_tensor()`` is judged against
+    the exact float64 oracle and derived bound of
+    :func:`~embedding_equivalence.verify_embedding`. Every rank's output and gradient is
+    judged: they must agree on every rank.
+
+    The verifier starts its own ranks (spawned processes that join a gloo group on the CPU,
+    nccl on CUDA) and ends them by pid when it returns. Called on every rank of a group that
+    already exists (``torchrun --nproc-per-node 2 script.py`` after ``init_process_group``),
+    it uses that group instead: rank 0 draws and shrinks, each call is broadcast, every rank's
+    outcome is gathered on rank 0, and every rank returns the report.
+
+    A rank that raises while the others wait in a collective is a failure of the candidate
+    (the group is restarted for the next example); a rank that hangs past ``timeout`` or dies
+    ends the run at once with a failing report that names it, with the end of its log (a hung
+    rank's Python stacks included).
+
+    Args:
+        candidate: the kernel, importable by the workers: a function defined at the top level
+            of a module, or ``"module:function"``.
+        sharding: ``"vocab"`` (rows split over ranks) or ``"dim"`` (columns split).
+        world_size: the number of ranks to start (ignored under an existing group).
+        options: names from ``("padding_idx", "max_norm", "scale_grad_by_freq")``.
+        dtypes: float dtypes to draw; ``None`` means every dtype the device supports.
+        device: ``"cpu"`` or ``"cuda"``.
+        backend: the torch.distributed backend; ``None``: gloo on the CPU, nccl on CUDA.
+        max_examples: number of examples Hypothesis generates.
+        backward: also check gradients.
+        seed: fix the run (the report's ``seed`` replays a random run).
+        timeout: seconds one example may take on every rank before the group is declared
+            hung (default 20, or ``$EMBEDDING_EQUIVALENCE_DISTRIBUTED_TIMEOUT``).
+
+    Returns:
+        A :class:`~embedding_equivalence.VerificationReport`; ``extra`` records the sharding,
+        the world size and the group's start-up times.
+
+    Raises:
+        InvalidArgument: a candidate the workers cannot import, an unknown sharding or option,
+            a device that is not present, or a bad ``world_size``/``timeout``/``max_examples``.
+    """
+    reference, fn = _reference(candidate)
+    check_budget(fn, max_examples)
+    if sharding not in SHARDINGS:
+        raise InvalidArgument(f"sharding={sharding!r} must be one of {sorted(SHARDINGS)}")
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+        raise InvalidArgument(f"world_size={world_size!r} must be a positive int")
+    if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
+        raise InvalidArgument(f"timeout={timeout!r} must be a positive number of seconds")
+    if device not in ees.available_devices():
+        raise InvalidArgument(
+            f"device={device!r} is not available here; available: {ees.available_devices()}"
+        )
+    opts = tuple(options)
+    dts = tuple(dtypes) if dtypes is not None else tuple(ees.supported_float_dtypes(device))
+    existing = dist.is_available() and dist.is_initialized()
+    world = dist.get_world_size() if existing else world_size
+    valid = sharded_embedding_cases(
+        world_size=world, sharding=sharding, options=opts, dtype=st.sampled_from(dts)
+    )
+    invalid = sharded_embedding_cases(
+        world_size=world, sharding=sharding, options=opts, dtype=st.sampled_from(dts),
+        invalid=True,
+    )  # fmt: skip
+    extra: dict[str, Any] = {"sharding": sharding, "world_size": world}
+    if existing and dist.get_rank() != 0:
+        return _serve_torchrun_group()
+    group = None if existing else WorkerGroup(
+        world_size, device=device, backend=backend, timeout=timeout
+    )  # fmt: skip
+    try:
+        report = run_verification(
+            fn, with_invalid(valid, invalid), EmbeddingOracle.for_call, backward=backward,
+            options=opts, dtypes=dts, devices=(device,), max_examples=max_examples, seed=seed,
+            runner=_GroupRunner(reference, sharding, group),
+            snippet=sharded_snippet(sharding, world, device),
+        )  # fmt: skip
+    finally:
+        if group is not None:
+            extra["group_starts"] = group.starts
+            extra["startup_seconds"] = [round(s, 3) for s in group.startup_seconds]
+            group.close()
+    report.extra.update(extra)
+    if existing:
+        dist.broadcast_object_list([report], src=0)
+    return report

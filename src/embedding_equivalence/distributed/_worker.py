@@ -1,0 +1,78 @@
+"""One rank of a worker group: ``python -m embedding_equivalence.distributed._worker``.
+
+The parent (:class:`~embedding_equivalence.distributed._group.WorkerGroup`) starts one such
+process per rank. The worker never imports the parent's main script: it imports only this
+package, torch, and the candidate's module (by name), so a script without an
+``if __name__ == "__main__":`` guard can start a group.
+
+It connects back to the parent over a local socket (an authenticated
+:mod:`multiprocessing.connection`), joins the process group through the parent's TCP store,
+then serves requests until told to stop or until the parent goes away.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import signal
+import sys
+from datetime import timedelta
+from multiprocessing.connection import Client
+
+import torch
+import torch.distributed as dist
+
+from ._group import receive, send
+from ._rank import run_on_rank, shutdown_group
+
+__all__ = ["main"]
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to kill this process when its parent dies (a no-op elsewhere)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def main() -> None:
+    """Join the group described by the environment and serve the parent's requests."""
+    _die_with_parent()
+    env = os.environ
+    rank, world = int(env["EE_RANK"]), int(env["EE_WORLD_SIZE"])
+    timeout = timedelta(seconds=float(env["EE_TIMEOUT"]))
+    # A hung rank's stacks, on request of the parent (SIGUSR1), into this rank's stderr file.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    torch.set_num_threads(1)  # the examples are small; ranks share the machine's cores
+    conn = Client((env["EE_HOST"], int(env["EE_CONN_PORT"])), authkey=bytes.fromhex(env["EE_KEY"]))
+    send(conn, ("hello", rank, os.getpid()))
+    store = dist.TCPStore(
+        env["EE_HOST"], int(env["EE_STORE_PORT"]), world, is_master=False, timeout=timeout
+    )
+    backend = env["EE_BACKEND"]
+    device = env["EE_DEVICE"]
+    if device == "cuda":
+        torch.cuda.set_device(rank % torch.cuda.device_count())
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout)
+    send(conn, ("ready", rank, None))
+    try:
+        while True:
+            try:
+                request = receive(conn)
+            except (EOFError, OSError):
+                return  # the parent is gone
+            if request is None:
+                return
+            send(conn, run_on_rank(*request, device=device))
+    finally:
+        shutdown_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -78,7 +78,13 @@ def _plain(t: object) -> object:
 
 
 def _detached(t: object) -> object:
-    return t.detach().cpu() if isinstance(t, torch.Tensor) else t
+    """A plain CPU copy of a tensor result.
+
+    ``clone`` (not ``detach`` alone) because a functional collective's result, such as
+    ``RowwiseParallel``'s output, is an ``AsyncCollectiveTensor`` that waits for its
+    collective only on a non-view op: reading its storage after ``detach`` races the reduction.
+    """
+    return t.detach().clone().cpu() if isinstance(t, torch.Tensor) else t
 
 
 def run_on_rank(candidate: str, call: Call, sharding: str, *, device: str = "cpu") -> Outcome:

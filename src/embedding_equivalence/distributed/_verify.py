@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 #: Group restarts allowed while shrinking a failure that makes ranks wait on each other.
-MAX_RESTARTS = 8
+MAX_RESTARTS = 4
 
 
 def _reference(candidate: Callable[..., Any] | str) -> tuple[str, Callable[..., Any]]:
@@ -195,6 +195,7 @@ def _serve_torchrun_group() -> VerificationReport:
         message: list[Any] = [None]
         dist.broadcast_object_list(message, src=0)
         if isinstance(message[0], VerificationReport):
+            dist.barrier()  # every rank holds the report before any rank goes on
             return message[0]
         reference, call, sharding = message[0]
         outcome = run_on_rank(reference, call, sharding, device=_torchrun_device())
@@ -305,4 +306,5 @@ def verify_sharded_embedding(
     report.extra.update(extra)
     if existing:
         dist.broadcast_object_list([report], src=0)
+        dist.barrier()
     return report

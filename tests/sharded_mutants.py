@@ -1,0 +1,284 @@
+"""A catalogue of buggy sharded embedding kernels that ``verify_sharded_embedding`` must reject.
+
+Every mutant is one of two hand-written, Megatron-style kernels with exactly one realistic bug
+planted through its ``bug`` argument: :func:`hand_written_vocab_parallel` (a masked local
+lookup of the rows a rank owns, then an all-reduce) and :func:`hand_written_dim_parallel` (a
+lookup of the rank's columns, then an all-gather). Apart from that bug the kernels are
+correct: they refuse bad input with the package's own checks, honour every option, and pass
+``verify_sharded_embedding`` with every option (``tests/test_distributed.py`` checks that
+control). So each mutant is caught by the check aimed at its bug.
+
+The workers import the mutants by name, so each is a function at the top level of this
+module (a ``functools.partial`` could not be imported). Nothing here uses a global RNG.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.distributed.nn.functional as dist_fn
+import torch.nn.functional as F
+from torch.distributed.tensor import DTensor
+
+from embedding_equivalence.distributed.forms import (
+    AllGatherForwardSplitBackward,
+    AllReduceForwardIdentityBackward,
+    shard_range,
+)
+from embedding_equivalence.forms.renorm import grad_row_scale, renorm_rows_, scale_rows_
+from embedding_equivalence.forms.validation import check_embedding_args, check_ids_in_range
+
+__all__ = [
+    "SHARDED_MUTANTS",
+    "ShardedMutant",
+    "hand_written_dim_parallel",
+    "hand_written_vocab_parallel",
+]
+
+
+@dataclass(frozen=True)
+class ShardedMutant:
+    """A buggy sharded kernel and what ``verify_sharded_embedding`` must exercise to catch it.
+
+    Attributes:
+        name: short id, used as the pytest id.
+        fn: the kernel (a top-level function of this module).
+        sharding: ``"vocab"`` or ``"dim"``.
+        options: the options that make the bug reachable.
+        symptom: a regex that the minimal failure must match.
+    """
+
+    name: str
+    fn: Callable[..., torch.Tensor]
+    sharding: str
+    options: tuple[str, ...]
+    symptom: str
+
+
+def _checked(
+    input: torch.Tensor, weight: DTensor, padding_idx: int | None, max_norm: float | None,
+    norm_type: float, fn: str,
+) -> tuple[int | None, torch.Tensor, dist.ProcessGroup, int, int]:  # fmt: skip
+    stand_in = torch.empty((1, 1), dtype=weight.dtype).expand(weight.shape)
+    padding = check_embedding_args(input, stand_in, padding_idx, max_norm, norm_type, fn)
+    check_ids_in_range(input, weight.shape[0], fn)
+    group = weight.device_mesh.get_group()
+    return (
+        padding,
+        input.reshape(-1).long(),
+        group,
+        dist.get_world_size(group),
+        dist.get_rank(group),
+    )
+
+
+def hand_written_vocab_parallel(
+    input: torch.Tensor,
+    weight: DTensor,
+    padding_idx: int | None = None,
+    max_norm: float | None = None,
+    norm_type: float = 2.0,
+    scale_grad_by_freq: bool = False,
+    *,
+    bug: str | None = None,
+) -> torch.Tensor:
+    """Vocab-parallel lookup as Megatron-LM writes it, with the bug named by ``bug``."""
+    padding, flat, group, world, rank = _checked(
+        input, weight, padding_idx, max_norm, norm_type, "hand_written_vocab_parallel"
+    )
+    vocab = weight.shape[0]
+    chunk = vocab // world if bug == "floor_chunking" else math.ceil(vocab / world)
+    start = min(rank * chunk, vocab)
+    stop = vocab if bug == "floor_chunking" and rank == world - 1 else min(start + chunk, vocab)
+    if bug == "mask_includes_next_shards_first_row":
+        owned = (flat >= start) & (flat <= stop)
+    else:
+        owned = (flat >= start) & (flat < stop)
+    with torch.no_grad():
+        shard = weight.to_local()
+    rows_here = shard.shape[0]
+    offset = 0 if bug == "offset_forgotten" else start
+    # A defensive clamp, as many kernels have: a wrong mask or offset reads a wrong row
+    # instead of failing.
+    local_ids = torch.where(owned, flat - offset, 0).clamp(0, max(rows_here - 1, 0))
+    if max_norm is not None:
+        renorm_rows_(shard, local_ids[owned], max_norm, norm_type)
+    local = weight.to_local()
+    if bug == "padding_idx_as_local_row":
+        own_padding = padding if padding is not None and padding < rows_here else None
+    else:
+        own_padding = padding - start if padding is not None and start <= padding < stop else None
+    n, d = flat.shape[0], local.shape[1]
+    if rows_here == 0:
+        partial = local.new_zeros((n, 0)) @ local
+    elif bug == "frequency_counts_masked_ids":
+        rows = F.embedding(local_ids, local, own_padding, scale_grad_by_freq=scale_grad_by_freq)
+        partial = torch.where(owned[:, None], rows, torch.zeros_like(rows))
+    else:
+        w = grad_row_scale(local, local_ids[owned], own_padding, scale_grad_by_freq)
+        rows = F.embedding(local_ids, w)
+        partial = torch.where(owned[:, None], rows, torch.zeros_like(rows))
+    if bug == "all_reduce_missing":
+        out = partial
+    elif bug == "all_reduce_differentiated":
+        out = dist_fn.all_reduce(partial, group=group)  # its backward all-reduces the gradient
+    else:
+        out = AllReduceForwardIdentityBackward.apply(partial, group)
+    return out.reshape(*input.shape, d)
+
+
+def _widths(size: int, world: int) -> list[int]:
+    return [stop - start for start, stop in (shard_range(size, world, r) for r in range(world))]
+
+
+def hand_written_dim_parallel(
+    input: torch.Tensor,
+    weight: DTensor,
+    padding_idx: int | None = None,
+    max_norm: float | None = None,
+    norm_type: float = 2.0,
+    scale_grad_by_freq: bool = False,
+    *,
+    bug: str | None = None,
+) -> torch.Tensor:
+    """Dim-parallel lookup of the rank's columns and an all-gather, with the bug ``bug``."""
+    padding, flat, group, world, _ = _checked(
+        input, weight, padding_idx, max_norm, norm_type, "hand_written_dim_parallel"
+    )
+    dim = weight.shape[1]
+    with torch.no_grad():
+        shard = weight.to_local()
+    if max_norm is not None and flat.numel():
+        unique = torch.unique(flat)
+        part = torch.linalg.vector_norm(shard[unique].double(), norm_type, dim=1)
+        if bug == "max_norm_of_local_columns":
+            norms = part
+        elif math.isinf(norm_type):
+            dist.all_reduce(part, op=dist.ReduceOp.MAX, group=group)
+            norms = part
+        else:
+            powered = part.pow(norm_type)
+            dist.all_reduce(powered, group=group)
+            norms = powered.pow(1.0 / norm_type)
+        scale_rows_(shard, unique, norms, max_norm)
+    local = weight.to_local()
+    w = grad_row_scale(local, flat, padding, scale_grad_by_freq)
+    rows = w[flat]
+    if bug == "all_gather_backward_sums_ranks":
+        if local.shape[1] != math.ceil(dim / world) or dim % world:
+            # torch.distributed.nn's all_gather needs equal blocks: pad as the kernel would.
+            width = math.ceil(dim / world)
+            rows = torch.cat([rows, rows.new_zeros(rows.shape[0], width - rows.shape[1])], 1)
+        blocks = dist_fn.all_gather(rows, group=group)  # backward: all-to-all, then a sum
+        out = torch.cat([b[:, :k] for b, k in zip(blocks, _widths(dim, world), strict=True)], 1)
+    elif bug == "all_gather_in_reverse_rank_order":
+        gathered = AllGatherForwardSplitBackward.apply(rows, group, dim)
+        out = torch.cat(list(reversed(torch.split(gathered, _widths(dim, world), dim=1))), 1)
+    else:
+        out = AllGatherForwardSplitBackward.apply(rows, group, dim)
+    return out.reshape(*input.shape, dim)
+
+
+def _mutant(
+    kernel: Callable[..., torch.Tensor], bug: str | None, name: str, doc: str
+) -> Callable[..., torch.Tensor]:
+    """``kernel`` with ``bug`` planted, named so that the workers can import it as ``name``."""
+
+    def mutant(input: torch.Tensor, weight: DTensor, **options: Any) -> torch.Tensor:
+        return kernel(input, weight, bug=bug, **options)
+
+    mutant.__name__ = mutant.__qualname__ = name
+    mutant.__doc__ = doc
+    return mutant
+
+
+correct_vocab_parallel = _mutant(
+    hand_written_vocab_parallel, None, "correct_vocab_parallel", "The control: no bug."
+)
+correct_dim_parallel = _mutant(
+    hand_written_dim_parallel, None, "correct_dim_parallel", "The control: no bug."
+)
+floor_chunking = _mutant(
+    hand_written_vocab_parallel,
+    "floor_chunking",
+    "floor_chunking",
+    "Rows split by ``V // world`` (the last rank taking the rest), not torch's ceil.",
+)
+mask_includes_next_shards_first_row = _mutant(
+    hand_written_vocab_parallel,
+    "mask_includes_next_shards_first_row",
+    "mask_includes_next_shards_first_row",
+    "``id <= stop`` instead of ``id < stop``: the next shard's first id is read here too.",
+)
+offset_forgotten = _mutant(
+    hand_written_vocab_parallel,
+    "offset_forgotten",
+    "offset_forgotten",
+    "Global ids index the local shard: ranks other than 0 read the wrong rows.",
+)
+all_reduce_missing = _mutant(
+    hand_written_vocab_parallel,
+    "all_reduce_missing",
+    "all_reduce_missing",
+    "Each rank returns its partial result: zeros for the ids that other ranks own.",
+)
+all_reduce_differentiated = _mutant(
+    hand_written_vocab_parallel,
+    "all_reduce_differentiated",
+    "all_reduce_differentiated",
+    "The differentiable all-reduce of ``torch.distributed.nn``: the gradient times the world.",
+)
+padding_idx_as_local_row = _mutant(
+    hand_written_vocab_parallel,
+    "padding_idx_as_local_row",
+    "padding_idx_as_local_row",
+    "``padding_idx`` passed to every rank's local lookup: each rank zeroes its own row p.",
+)
+frequency_counts_masked_ids = _mutant(
+    hand_written_vocab_parallel,
+    "frequency_counts_masked_ids",
+    "frequency_counts_masked_ids",
+    "``F.embedding(scale_grad_by_freq=True)`` on masked ids counts each unowned id as row 0.",
+)
+max_norm_of_local_columns = _mutant(
+    hand_written_dim_parallel,
+    "max_norm_of_local_columns",
+    "max_norm_of_local_columns",
+    "``max_norm`` measured on the rank's columns instead of the whole row.",
+)
+all_gather_backward_sums_ranks = _mutant(
+    hand_written_dim_parallel,
+    "all_gather_backward_sums_ranks",
+    "all_gather_backward_sums_ranks",
+    "``torch.distributed.nn``'s all-gather: its backward sums the ranks' equal gradients.",
+)
+all_gather_in_reverse_rank_order = _mutant(
+    hand_written_dim_parallel, "all_gather_in_reverse_rank_order",
+    "all_gather_in_reverse_rank_order", "The gathered column blocks concatenated last rank first.",
+)  # fmt: skip
+
+_OUT = r"^out\[[\d, ]*\] = .*, but the exact value is"
+_GRAD = r"^weight\.grad\[[\d, ]*\] = .*, but the exact value is"
+_RENORM = r"^weight \(after max_norm\)\["
+
+#: The catalogue, with the options each bug needs and the symptom its minimal failure shows.
+SHARDED_MUTANTS: tuple[ShardedMutant, ...] = tuple(
+    ShardedMutant(fn.__name__, fn, sharding, options, symptom)
+    for fn, sharding, options, symptom in [
+        (floor_chunking, "vocab", (), _OUT),
+        (mask_includes_next_shards_first_row, "vocab", (), _OUT),
+        (offset_forgotten, "vocab", (), _OUT),
+        (all_reduce_missing, "vocab", (), _OUT),
+        (all_reduce_differentiated, "vocab", (), _GRAD),
+        (padding_idx_as_local_row, "vocab", ("padding_idx",), _GRAD),
+        (frequency_counts_masked_ids, "vocab", ("scale_grad_by_freq",), _GRAD),
+        (max_norm_of_local_columns, "dim", ("max_norm",), _RENORM),
+        (all_gather_backward_sums_ranks, "dim", (), _GRAD),
+        (all_gather_in_reverse_rank_order, "dim", (), _OUT),
+    ]
+)

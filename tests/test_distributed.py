@@ -1,0 +1,234 @@
+"""verify_sharded_embedding and the sharded forms, on real process groups (gloo on the CPU).
+
+Every verification here starts worker processes (about 2 s at world size 2), so the tests are
+few: the package's forms at world sizes 2 and 3, the catalogue of buggy sharded kernels, the
+three failure modes of sharded code (a rank that raises, hangs or dies), and a run under
+``torchrun``. An autouse fixture checks after every test that no worker was left behind.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
+
+from embedding_equivalence.distributed import shard_range, verify_sharded_embedding
+from embedding_equivalence.distributed._verify import sharded_embedding_cases
+from sharded_mutants import SHARDED_MUTANTS, ShardedMutant
+
+TESTS = Path(__file__).resolve().parent
+ALL_OPTIONS = ("padding_idx", "max_norm", "scale_grad_by_freq")
+SEED = 0
+
+
+def _workers() -> list[int]:
+    """Pids of this process's children that run a worker of the package."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == os.getpid() and b"embedding_equivalence.distributed._worker" in cmdline:
+            pids.append(int(entry.name))
+    return pids
+
+
+@pytest.fixture(autouse=True)
+def _no_worker_left_behind() -> Iterator[None]:
+    yield
+    if sys.platform.startswith("linux"):
+        assert _workers() == [], "a worker process outlived its verification"
+
+
+# --- no processes: chunking, strategies, arguments -----------------------------------------
+
+
+@given(size=st.integers(0, 40), world=st.integers(1, 6))
+def test_shard_range_is_torch_chunking(size: int, world: int) -> None:
+    sizes = [len(c) for c in torch.arange(size).chunk(world)] if size else []
+    sizes += [0] * (world - len(sizes))
+    ranges = [shard_range(size, world, r) for r in range(world)]
+    assert [stop - start for start, stop in ranges] == sizes
+    assert [start for start, _ in ranges] == [sum(sizes[:r]) for r in range(world)]
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_cases_reach_an_empty_trailing_shard_and_d_below_the_world(world: int) -> None:
+    from hypothesis import find
+
+    cases = sharded_embedding_cases(world_size=world)
+    empty = find(
+        cases,
+        lambda c: (
+            shard_range(c.num_embeddings, world, world - 1) == (c.num_embeddings, c.num_embeddings)
+        ),
+        settings=settings(max_examples=2000, database=None),
+    )
+    assert math.ceil(empty.num_embeddings / world) * (world - 1) >= empty.num_embeddings
+    narrow = find(
+        cases,
+        lambda c: c.embedding_dim < world,
+        settings=settings(max_examples=2000, database=None),
+    )
+    assert narrow.embedding_dim < world
+
+
+BAD_CALLS = [
+    pytest.param({"candidate": "no_colon"}, "must be 'module:function'", id="reference"),
+    pytest.param({"candidate": "sharded_mutants:missing"}, "cannot be imported", id="missing"),
+    pytest.param({"candidate": lambda i, w: w}, "lambda", id="lambda"),
+    pytest.param({"sharding": "row"}, "sharding='row' must be one of", id="sharding"),
+    pytest.param({"world_size": 0}, "world_size=0 must be a positive int", id="world"),
+    pytest.param({"timeout": 0}, "timeout=0 must be a positive", id="timeout"),
+    pytest.param({"device": "cuda:7"}, "not available here", id="device"),
+    pytest.param({"options": ("sparse",)}, "'sparse'", id="sparse"),
+    pytest.param({"max_examples": 0}, "max_examples=0 must be a positive int", id="budget"),
+]
+
+
+@pytest.mark.parametrize(("kwargs", "message"), BAD_CALLS)
+def test_bad_arguments_are_refused_before_any_process_starts(
+    kwargs: dict[str, object], message: str
+) -> None:
+    arguments: dict[str, object] = {"candidate": "sharded_mutants:correct_vocab_parallel"}
+    arguments.update(kwargs)
+    with pytest.raises(InvalidArgument, match=re.escape(message)):
+        verify_sharded_embedding(**arguments)  # type: ignore[arg-type]
+
+
+def test_a_candidate_of_the_running_script_is_refused_with_what_to_do() -> None:
+    def local(input: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        return weight[input]
+
+    local.__module__ = "__main__"
+    local.__qualname__ = "local"
+    with pytest.raises(InvalidArgument, match=r"script being run.*top level of a module"):
+        verify_sharded_embedding(local)
+
+
+# --- the package's forms and the hand-written controls -------------------------------------
+
+
+FORMS = [
+    pytest.param("vocab_parallel_embedding", "vocab", 2, id="vocab-2"),
+    pytest.param("vocab_parallel_embedding", "vocab", 3, id="vocab-3"),
+    pytest.param("vocab_parallel_matmul_embedding", "vocab", 2, id="vocab-matmul-2"),
+    pytest.param("dim_parallel_embedding", "dim", 2, id="dim-2"),
+    pytest.param("dim_parallel_embedding", "dim", 3, id="dim-3"),
+]
+
+
+@pytest.mark.parametrize(("form", "sharding", "world"), FORMS)
+def test_the_package_forms_pass_with_every_option(form: str, sharding: str, world: int) -> None:
+    report = verify_sharded_embedding(
+        f"embedding_equivalence.distributed:{form}",
+        sharding=sharding, world_size=world, options=ALL_OPTIONS, seed=SEED,
+    )  # fmt: skip
+    assert report.passed, str(report)
+    assert report.examples == 50
+    assert report.extra["world_size"] == world
+    assert report.extra["group_starts"] == 1  # no restart: no rank ever waited on another
+
+
+@pytest.mark.parametrize(
+    ("control", "sharding"),
+    [("correct_vocab_parallel", "vocab"), ("correct_dim_parallel", "dim")],
+)
+def test_the_hand_written_kernels_pass_without_their_bugs(control: str, sharding: str) -> None:
+    report = verify_sharded_embedding(
+        f"sharded_mutants:{control}", sharding=sharding, options=ALL_OPTIONS, seed=SEED
+    )
+    assert report.passed, str(report)
+
+
+@pytest.mark.parametrize("mutant", [pytest.param(m, id=m.name) for m in SHARDED_MUTANTS])
+def test_every_sharded_mutant_is_caught(mutant: ShardedMutant) -> None:
+    report = verify_sharded_embedding(
+        mutant.fn, sharding=mutant.sharding, options=mutant.options, seed=SEED
+    )
+    assert not report.passed, f"{mutant.name} was not caught:\n{report}"
+    assert report.failure is not None
+    assert re.search(mutant.symptom, report.failure), report.failure
+    assert report.counterexample is not None
+    assert report.counterexample.startswith("# Run with: torchrun --nproc-per-node 2 repro.py")
+    assert f"from sharded_mutants import {mutant.name} as candidate" in report.counterexample
+
+
+# --- the failure modes of sharded code -----------------------------------------------------
+
+
+def test_a_rank_that_raises_while_the_others_wait_is_a_failing_report() -> None:
+    report = verify_sharded_embedding("sharded_candidates:raises_on_rank_1", seed=SEED)
+    assert not report.passed
+    assert report.failure is not None
+    assert re.search(r"on rank 1 raised ValueError: rank 1 refuses", report.failure)
+    assert "Traceback on rank 1:" in report.failure
+    assert 'raise ValueError("rank 1 refuses")' in report.failure
+    assert report.extra["group_starts"] >= 2  # restarted after the other rank was left waiting
+
+
+def test_a_rank_that_hangs_is_reported_with_its_stack_within_the_timeout() -> None:
+    report = verify_sharded_embedding("sharded_candidates:hangs_on_rank_1", seed=SEED, timeout=3)
+    assert not report.passed
+    assert report.failure is not None
+    assert "did not finish the call (timeout 3 s)" in report.failure
+    assert "rank 1" in report.failure
+    assert re.search(r"line \d+ in hangs_on_rank_1", report.failure)  # faulthandler's stack
+    assert report.examples == 1  # no shrinking on a hung group
+    assert report.counterexample is not None
+
+
+def test_a_rank_that_dies_is_reported_with_its_exit_status() -> None:
+    report = verify_sharded_embedding("sharded_candidates:dies_on_rank_1", seed=SEED)
+    assert not report.passed
+    assert report.failure is not None
+    assert "rank 1 died while running the call" in report.failure
+    assert "(exit status 3)" in report.failure
+    assert report.examples == 1
+
+
+# --- under torchrun ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("candidate", "sharding", "passed"),
+    [
+        ("embedding_equivalence.distributed:dim_parallel_embedding", "dim", True),
+        ("sharded_mutants:all_reduce_missing", "vocab", False),
+    ],
+    ids=["dim-form", "mutant"],
+)
+def test_under_torchrun_every_rank_gets_the_report(
+    candidate: str, sharding: str, passed: bool, tmp_path: Path
+) -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), *sys.path])}
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+        str(TESTS / "torchrun_verify.py"), candidate, sharding, "20", str(tmp_path),
+    ]  # fmt: skip
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=180, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = [(tmp_path / f"rank{r}.txt").read_text() for r in range(2)]
+    assert [line.split(":")[0] for line in lines] == ["rank 0 of 2", "rank 1 of 2"]
+    for line in lines:
+        assert f"passed={passed}" in line
+        assert "world=2" in line
+    if passed:
+        assert all("examples=20" in line for line in lines)
+    else:
+        assert all(re.search(r"failure=out\[", line) for line in lines)

@@ -9,7 +9,7 @@ from types import ModuleType
 import pytest
 
 import embedding_equivalence
-from embedding_equivalence import keras_interop, strategies, testing
+from embedding_equivalence import distributed, keras_interop, strategies, testing
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "api"
 MODULES = {
@@ -17,6 +17,7 @@ MODULES = {
     "strategies": (strategies, DOCS / "strategies.md"),
     "testing": (testing, DOCS / "testing.md"),
     "keras_interop": (keras_interop, DOCS / "keras_interop.md"),
+    "distributed": (distributed, DOCS / "distributed.md"),
 }
 
 

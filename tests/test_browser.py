@@ -34,11 +34,18 @@ PAGES = [
     "when-equivalence-breaks/",
     "embedding-bag/",
     "verify/",
+    "sharded/",
     "tensorflow-keras/",
     "api/embedding_equivalence/",
 ]
 #: Pages with display maths, and the least number of typeset formulas each must show.
-MATHS = {"lookup-is-a-matmul/": 1, "gradients/": 3, "efficiency/": 3, "when-equivalence-breaks/": 8}
+MATHS = {
+    "lookup-is-a-matmul/": 1,
+    "gradients/": 3,
+    "efficiency/": 3,
+    "when-equivalence-breaks/": 8,
+    "sharded/": 3,
+}
 
 
 @pytest.fixture(scope="module")

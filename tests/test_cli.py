@@ -68,6 +68,10 @@ def test_buggy_candidate_exits_1_with_a_repro(
         (["verify", "--max-examples", "many"], "is not an integer"),
         (["verify", "--devices", "tpu"], "not a device name"),
         (["verify", "--options", "dropout"], "unknown dropout"),
+        (["verify", "--sharding", "row"], "invalid choice: 'row'"),
+        (["verify", "--sharding", "vocab", "--bag"], "sharded embedding bags are not supported"),
+        (["verify", "--sharding", "dim", "--options", "sparse"], "sparse not taken by sharded"),
+        (["verify", "--sharding", "dim", "--world-size", "0"], "must be at least 1"),
         (["frobnicate"], "invalid choice"),
         ([], "required"),
     ],
@@ -81,6 +85,10 @@ def test_buggy_candidate_exits_1_with_a_repro(
         "not-a-number",
         "bad-device",
         "unknown-option",
+        "unknown-sharding",
+        "sharded-bag",
+        "sharded-sparse",
+        "zero-ranks",
         "unknown-command",
         "no-command",
     ],
@@ -155,3 +163,33 @@ def test_python_dash_m_runs_the_script() -> None:
         "embedding-equivalence: error: --dtypes: unknown dtype 'float99'; "
         "choose from float32, float64, float16, bfloat16"
     )
+
+
+def test_sharded_verify_of_the_package_forms(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = [
+        "verify",
+        "--sharding",
+        "dim",
+        "--world-size",
+        "3",
+        "--max-examples",
+        "5",
+        "--seed",
+        "0",
+    ]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "pass  dim_parallel_embedding [-]  sharding=dim world_size=3  5 examples" in out
+    assert "pass  dim_parallel_embedding [padding_idx,max_norm,scale_grad_by_freq]" in out
+    assert "2 passed, 0 failed" in out
+
+
+def test_sharded_verify_of_a_buggy_candidate_exits_1_with_a_torchrun_repro(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["verify", "--sharding", "vocab", "--candidate", "sharded_mutants:all_reduce_missing"]
+    assert main([*argv, "--max-examples", "10", "--seed", "0"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL  sharded_mutants:all_reduce_missing [-]  sharding=vocab world_size=2" in out
+    assert "# Run with: torchrun --nproc-per-node 2 repro.py" in out
+    assert "0 passed, 1 failed" in out

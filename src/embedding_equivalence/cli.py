@@ -7,13 +7,14 @@ printed), 2 on a usage error (one line on stderr, no traceback).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import math
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn, TextIO
 
@@ -58,21 +59,29 @@ def _package_targets(bag_only: bool) -> list[_Target]:
     ]
 
 
+@contextlib.contextmanager
+def _working_directory_importable() -> Iterator[None]:
+    """Like ``python -m``: modules in the working directory import (workers inherit it)."""
+    sys.path.insert(0, os.getcwd())
+    try:
+        yield
+    finally:
+        sys.path.remove(os.getcwd())
+
+
 def _load_candidate(spec: str) -> Callable[..., Any]:
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise UsageError(
             f"--candidate {spec!r}: expected MODULE:FUNCTION, e.g. mypkg.kernels:embed"
         )
-    sys.path.insert(0, os.getcwd())  # like `python -m`: modules in the working directory import
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise UsageError(
-            f"--candidate {spec!r}: cannot import module {module_name!r} ({exc})"
-        ) from None
-    finally:
-        sys.path.pop(0)
+    with _working_directory_importable():
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise UsageError(
+                f"--candidate {spec!r}: cannot import module {module_name!r} ({exc})"
+            ) from None
     fn: Any = module
     for part in attr.split("."):
         if not hasattr(fn, part):
@@ -160,6 +169,8 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 f"--devices: {d!r} is not available here (available: "
                 f"{', '.join(ees.available_devices())})"
             )
+    if args.sharding is not None:
+        return _verify_sharded(args, dtypes, devices, out)
     allowed = BAG_OPTIONS if args.bag else EMBEDDING_OPTIONS
     if args.options is not None:
         unknown = [o for o in args.options if o not in allowed]
@@ -272,6 +283,25 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 1 if failures else 0
 
 
+def _verify_sharded(
+    args: argparse.Namespace, dtypes: list[torch.dtype] | None, devices: list[str], out: TextIO
+) -> int:
+    from .distributed._cli import run_sharded_verify
+
+    if args.bag:
+        raise UsageError("--sharding: sharded embedding bags are not supported; drop --bag")
+    if len(devices) != 1:
+        raise UsageError(f"--sharding: give one device with --devices, got {','.join(devices)}")
+    candidate = (args.candidate, _load_candidate(args.candidate)) if args.candidate else None
+    with _working_directory_importable():  # the workers import the candidate by name too
+        return run_sharded_verify(
+            sharding=args.sharding, world_size=args.world_size, candidate=candidate,
+            options=args.options, dtypes=dtypes, device=devices[0],
+            max_examples=args.max_examples, backward=not args.forward_only, seed=args.seed,
+            out=out,
+        )  # fmt: skip
+
+
 def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
@@ -333,6 +363,18 @@ def _build_parser() -> _Parser:
         help="check this function (F.embedding's signature; F.embedding_bag's with --bag)",
     )
     v.add_argument("--bag", action="store_true", help="embedding-bag implementations")
+    v.add_argument(
+        "--sharding",
+        choices=("vocab", "dim"),
+        help="verify sharded embeddings over torch.distributed: the package's forms or "
+        "--candidate, with the table split by rows (vocab) or columns (dim)",
+    )
+    v.add_argument(
+        "--world-size",
+        type=_positive_int,
+        default=2,
+        help="ranks to start with --sharding (default 2; under torchrun, torchrun's)",
+    )
     v.add_argument("--options", type=_csv, help="comma-separated options to exercise")
     v.add_argument("--dtypes", type=_csv, help="comma-separated: float32,float64,float16,bfloat16")
     v.add_argument("--devices", type=_csv, help="comma-separated devices (default: all present)")

@@ -11,9 +11,10 @@ without arguments, each figure draws the worked example of the seed notebook
 
 One module per family of figures: ``lookup`` (lookup, one-hot, matmul), ``layouts``
 (``Embedding`` vs ``Linear`` vs Keras, strides), ``gradients``, ``bags``, ``efficiency``
-(costs and the benchmark's results), ``error_bounds``, and ``architecture`` (the
-contributors' map of the modules). ``_style`` holds the shared colours and SVG output,
-``_canvas`` the cell-by-cell canvas they draw on.
+(costs and the benchmark's results), ``error_bounds``, ``sharded`` (the row and column
+splits of a sharded table), and ``architecture`` (the contributors' map of the modules).
+``_style`` holds the shared colours and SVG output, ``_canvas`` the cell-by-cell canvas they
+draw on.
 
 Matplotlib is needed (``pip install "embedding-equivalence[docs]"``); the rest of the package
 does not import this package.
@@ -39,6 +40,7 @@ from .error_bounds import error_bound_figure
 from .gradients import gradient_figure, renorm_figure
 from .layouts import keras_layout_figure, layout_figure, storage_figure
 from .lookup import lookup_figure, matmul_figure, one_hot_figure
+from .sharded import dim_parallel_figure, vocab_parallel_figure
 
 __all__ = [
     "DATA_PATH",
@@ -49,6 +51,7 @@ __all__ = [
     "bag_figure",
     "bench_section",
     "data_path_figure",
+    "dim_parallel_figure",
     "error_bound_figure",
     "forward_cost",
     "gradient_figure",
@@ -59,6 +62,7 @@ __all__ = [
     "one_hot_figure",
     "renorm_figure",
     "storage_figure",
+    "vocab_parallel_figure",
     "work_figure",
     "worked_example",
 ]
@@ -77,4 +81,6 @@ FIGURES: dict[str, Callable[[], str]] = {
     "bag_figure": bag_figure,
     "keras_layout_figure": keras_layout_figure,
     "data_path_figure": data_path_figure,
+    "vocab_parallel_figure": vocab_parallel_figure,
+    "dim_parallel_figure": dim_parallel_figure,
 }

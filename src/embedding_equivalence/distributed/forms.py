@@ -27,6 +27,7 @@ row's norm, reduced over the ranks.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -40,6 +41,7 @@ from ..forms.validation import check_embedding_args, check_ids_in_range
 __all__ = [
     "AllGatherForwardSplitBackward",
     "AllReduceForwardIdentityBackward",
+    "SHARDED_FORMS",
     "dim_parallel_embedding",
     "shard_range",
     "vocab_parallel_embedding",
@@ -336,3 +338,12 @@ def dim_parallel_embedding(
     out = AllGatherForwardSplitBackward.apply(rows, group, weight.shape[1])
     assert isinstance(out, torch.Tensor)
     return out.reshape(*input.shape, weight.shape[1])
+
+
+#: The package's sharded forms and the sharding each takes: what the CLI, the tests and the
+#: docs list.
+SHARDED_FORMS: tuple[tuple[str, Callable[..., torch.Tensor], str], ...] = (
+    ("vocab_parallel_embedding", vocab_parallel_embedding, "vocab"),
+    ("vocab_parallel_matmul_embedding", vocab_parallel_matmul_embedding, "vocab"),
+    ("dim_parallel_embedding", dim_parallel_embedding, "dim"),
+)

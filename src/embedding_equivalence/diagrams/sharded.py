@@ -1,0 +1,365 @@
+"""Figures of "Sharded embeddings are block matrix products": the row and the column split.
+
+The shards follow torch's chunking (:func:`~embedding_equivalence.distributed.shard_range`),
+so uneven and empty shards are drawn as ``Shard(0)`` and ``Shard(1)`` lay them out. The
+vocab-parallel figure computes each rank's partial product ``one_hot_r @ W_r`` and their sum
+(what the all-reduce returns); the dim-parallel figure computes each rank's column block
+``one_hot @ W[:, cols_r]`` and their concatenation (what the all-gather returns).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from ..forms.matmul import matmul_embedding
+from ._canvas import CELL_H, CELL_W, SQUARE, Canvas, drawable_table, product_columns, values
+from ._style import FAINT_TEXT, TEXT, id_colour, tint
+
+__all__ = ["MAX_RANKS", "dim_parallel_figure", "vocab_parallel_figure"]
+
+#: The most ranks a sharding figure draws (one band or column block per rank).
+MAX_RANKS = 4
+
+# The vertical room above a matrix for its title and column labels, and the horizontal gap
+# between the column blocks of different ranks, in inches.
+_HEAD = 0.62
+_RANK_GAP = 0.3
+
+
+def _shards(name: str, size: int, world_size: int) -> list[tuple[int, int]]:
+    """Each rank's ``[start, stop)`` of a dimension of ``size``, by torch's chunking.
+
+    Raises:
+        ValueError: ``world_size`` is not in ``[1, MAX_RANKS]``.
+    """
+    if isinstance(world_size, bool) or not isinstance(world_size, int):
+        raise ValueError(f"{name}: world_size must be an int, got {world_size!r}")
+    if not 1 <= world_size <= MAX_RANKS:
+        raise ValueError(
+            f"{name}: world_size={world_size} must lie in [1, {MAX_RANKS}] (one band per rank)"
+        )
+    # Imported here, not at the top: the figures of the other pages do not need
+    # torch.distributed, which some builds of torch leave out.
+    from ..distributed.forms import shard_range
+
+    return [shard_range(size, world_size, r) for r in range(world_size)]
+
+
+def _rank_colour(rank: int) -> str:
+    return id_colour(rank)
+
+
+def _rows(start: int, stop: int) -> str:
+    """``"rows 2-3"``, ``"row 4"`` or ``"no rows"`` for ``[start, stop)``."""
+    if stop == start:
+        return "no rows"
+    return f"row {start}" if stop - start == 1 else f"rows {start}-{stop - 1}"
+
+
+def vocab_parallel_figure(
+    weight: torch.Tensor | None = None, ids: torch.Tensor | None = None, world_size: int = 3
+) -> str:
+    """Vocab-parallel: each rank's block product ``one_hot_r @ W_r``, summed by an all-reduce.
+
+    Rank ``r`` holds rows ``[start_r, stop_r)`` of the table (``Shard(0)``, torch's chunking)
+    and the matching columns of the one-hot; its partial product has the looked-up row where
+    it owns the id and zeros elsewhere. The partial products are computed from the tensors
+    given, and the output drawn is their sum, in rank order, as the all-reduce adds them.
+
+    Args:
+        weight: ``(V, D)`` table (default: the worked example's).
+        ids: 1-D ids (default ``[2, 3, 1]``).
+        world_size: the number of ranks, 1 to :data:`MAX_RANKS`.
+
+    Returns:
+        An SVG document.
+
+    Raises:
+        ValueError: a side is too long to draw, or ``world_size`` is out of range.
+    """
+    name = "vocab_parallel_figure"
+    w, i = drawable_table(name, weight, ids)
+    v, d = w.shape
+    n = i.numel()
+    shards = _shards(name, v, world_size)
+    ids_list = [int(x) for x in i.tolist()]
+    one_hot = F.one_hot(i, v).to(w.dtype)
+    partials = [one_hot[:, start:stop] @ w[start:stop] for start, stop in shards]
+    out = partials[0]
+    for p in partials[1:]:
+        out = out + p  # the all-reduce's sum, rank by rank
+    owner = [next(r for r, (a, b) in enumerate(shards) if a <= k < b) for k in ids_list]
+
+    widest = max(max(stop - start for start, stop in shards), 1)
+    x_oh = 1.7
+    x_w, x_p, _ = product_columns(x_oh + widest * SQUARE, d)
+    x_lane = x_p + d * CELL_W + 0.35  # where the partial products meet, right of them
+    width = x_lane + 0.3
+    heights = [max(n, stop - start) * CELL_H for start, stop in shards]
+    body = sum(heights) + _HEAD * (len(shards) - 1)
+    box_w, box_h = 1.7, 0.36
+    box_top = _HEAD + body + 0.35
+    out_top = box_top + box_h + 0.72
+    c = Canvas(width, out_top + n * CELL_H + 0.85)
+    columns = [str(j) for j in range(d)]
+    top = _HEAD
+    middles = []
+    for r, (start, stop) in enumerate(shards):
+        colour = _rank_colour(r)
+        rows = stop - start
+        mid = top + heights[r] / 2
+        middles.append(top + n * CELL_H / 2)
+        c.text(0.12, mid, f"rank {r}", ha="left", fontsize=9, color=colour, fontweight="bold")
+        c.text(
+            0.12,
+            mid + 0.2,
+            _rows(start, stop),
+            ha="left",
+            fontsize=7.5,
+            color=FAINT_TEXT,
+        )
+        if rows:
+            block = one_hot[:, start:stop]
+            c.matrix(
+                x_oh,
+                top,
+                [[str(int(e)) for e in row] for row in block.tolist()],
+                cell_w=SQUARE,
+                fills={
+                    (k, t - start): tint(colour, 0.55)
+                    for k, t in enumerate(ids_list)
+                    if start <= t < stop
+                },
+                text_colours={
+                    (k, j): (TEXT if block[k, j] else FAINT_TEXT)
+                    for k in range(n)
+                    for j in range(rows)
+                },
+                row_labels=[f"ids[{k}]={t}" for k, t in enumerate(ids_list)],
+                col_labels=[str(j) for j in range(start, stop)],
+                title=f"one_hot_{r}",
+            )
+            used = {t - start for t in ids_list if start <= t < stop}
+            c.matrix(
+                x_w,
+                top,
+                values(w[start:stop]),
+                fills={(t, j): tint(colour, 0.35) for t in used for j in range(d)},
+                text_colours={
+                    (t, j): FAINT_TEXT for t in range(rows) if t not in used for j in range(d)
+                },
+                row_labels=[str(t) for t in range(start, stop)],
+                col_labels=columns,
+                title=f"W_{r} = weight[{start}:{stop}]",
+            )
+            c.between(x_oh + rows * SQUARE, x_w, top + min(n, rows) * CELL_H / 2, "@")
+        else:
+            c.text(
+                (x_oh + x_w + d * CELL_W) / 2,
+                top + n * CELL_H / 2,
+                "no rows: a product with 0 columns",
+                fontsize=8,
+                color=FAINT_TEXT,
+            )
+        own = {k for k in range(n) if owner[k] == r}
+        c.matrix(
+            x_p,
+            top,
+            values(partials[r]),
+            fills={(k, j): tint(colour, 0.35) for k in own for j in range(d)},
+            text_colours={(k, j): FAINT_TEXT for k in range(n) if k not in own for j in range(d)},
+            col_labels=columns,
+            title=f"P_{r} = one_hot_{r} @ W_{r}",
+        )
+        c.between(x_w + d * CELL_W, x_p, top + n * CELL_H / 2, "=")
+        top += heights[r] + _HEAD
+
+    # The all-reduce: every rank's partial product runs into one sum, below them.
+    box_x = x_p + d * CELL_W / 2 - box_w / 2
+    box_mid = box_top + box_h / 2
+    for r, y in enumerate(middles):
+        c.ax.plot([x_p + d * CELL_W + 0.05, x_lane], [y, y], color=_rank_colour(r), lw=1.2)
+    c.ax.plot([x_lane, x_lane], [middles[0], box_mid], color=TEXT, lw=1.2)
+    c.arrow((x_lane, box_mid), (box_x + box_w + 0.02, box_mid), TEXT)
+    c.box(box_x, box_top, box_w, box_h, tint(TEXT, 0.06), TEXT)
+    c.text(box_x + box_w / 2, box_mid, "all-reduce (sum)", fontsize=8.5)
+    c.arrow((box_x + box_w / 2, box_top + box_h + 0.02), (box_x + box_w / 2, out_top - 0.3), TEXT)
+    c.matrix(
+        x_p,
+        out_top,
+        values(out),
+        fills={(k, j): tint(_rank_colour(owner[k]), 0.35) for k in range(n) for j in range(d)},
+        row_labels=[f"ids[{k}]={t}" for k, t in enumerate(ids_list)],
+        col_labels=columns,
+    )
+    c.text(
+        x_p - 0.06,
+        out_top - 0.3,
+        " + ".join(f"P_{r}" for r in range(len(shards))) + ", on every rank",
+        ha="right",
+        fontsize=8.5,
+    )
+    terms = " + ".join(f"one_hot_{r} @ W_{r}" for r in range(len(shards)))
+    c.text(
+        0.12,
+        c.height - 0.3,
+        f"one_hot @ weight = {terms}",
+        ha="left",
+        fontsize=9,
+        family="monospace",
+    )
+    sizes = [stop - start for start, stop in shards]
+    return c.svg(
+        "vocab-parallel",
+        f"vocab-parallel embedding: a table of {v} rows split over {len(shards)} ranks as "
+        f"{sizes} rows; each rank's one-hot block times its rows, summed by an all-reduce",
+    )
+
+
+def dim_parallel_figure(
+    weight: torch.Tensor | None = None, ids: torch.Tensor | None = None, world_size: int = 3
+) -> str:
+    """Dim-parallel: each rank's columns ``one_hot @ W[:, cols_r]``, joined by an all-gather.
+
+    Rank ``r`` holds columns ``[start_r, stop_r)`` of every row (``Shard(1)``, torch's
+    chunking; trailing ranks may hold none). Each rank's block of the output is computed by
+    :func:`~embedding_equivalence.matmul_embedding` on its columns, and the output drawn is
+    their concatenation along ``D``, as the all-gather returns it.
+
+    Args:
+        weight: ``(V, D)`` table (default: the worked example's).
+        ids: 1-D ids (default ``[2, 3, 1]``).
+        world_size: the number of ranks, 1 to :data:`MAX_RANKS`.
+
+    Returns:
+        An SVG document.
+
+    Raises:
+        ValueError: a side is too long to draw, or ``world_size`` is out of range.
+    """
+    name = "dim_parallel_figure"
+    w, i = drawable_table(name, weight, ids)
+    v, d = w.shape
+    n = i.numel()
+    shards = _shards(name, d, world_size)
+    ids_list = [int(x) for x in i.tolist()]
+    one_hot = F.one_hot(i, v)
+    blocks = [matmul_embedding(i, w[:, start:stop]) for start, stop in shards]
+    out = torch.cat(blocks, dim=-1)  # the all-gather's concatenation along D
+    held = [(r, a, b) for r, (a, b) in enumerate(shards) if b > a]
+    empty = [r for r, (a, b) in enumerate(shards) if b == a]
+
+    x_oh = 0.9
+    x_w = x_oh + v * SQUARE + 0.75
+    lefts = {r: x_w + a * CELL_W + k * _RANK_GAP for k, (r, a, _) in enumerate(held)}
+    right = x_w + d * CELL_W + (len(held) - 1) * _RANK_GAP
+    width = right + (1.9 if empty else 0.3)
+    y_w = _HEAD + 0.2
+    y_blocks = y_w + v * CELL_H + 0.95
+    y_out = y_blocks + n * CELL_H + 1.0
+    c = Canvas(width, y_out + n * CELL_H + 0.75)
+    referenced = set(ids_list)
+
+    c.matrix(
+        x_oh,
+        y_w,
+        [[str(int(e)) for e in row] for row in one_hot.tolist()],
+        cell_w=SQUARE,
+        fills={(k, t): tint(TEXT, 0.12) for k, t in enumerate(ids_list)},
+        text_colours={
+            (k, j): (TEXT if one_hot[k, j] else FAINT_TEXT) for k in range(n) for j in range(v)
+        },
+        row_labels=[f"ids[{k}]={t}" for k, t in enumerate(ids_list)],
+        col_labels=[str(j) for j in range(v)],
+        title="one_hot (every rank)",
+    )
+    c.between(x_oh + v * SQUARE, x_w, y_w + min(n, v) * CELL_H / 2, "@")
+    for r, start, stop in held:
+        colour = _rank_colour(r)
+        x = lefts[r]
+        cols = stop - start
+        names = [str(j) for j in range(start, stop)]
+        c.text(
+            x + cols * CELL_W / 2,
+            _HEAD - 0.42,
+            f"rank {r}",
+            fontsize=9,
+            color=colour,
+            fontweight="bold",
+        )
+        c.matrix(
+            x,
+            y_w,
+            values(w[:, start:stop]),
+            fills={(t, j): tint(colour, 0.35) for t in referenced for j in range(cols)},
+            text_colours={
+                (t, j): FAINT_TEXT for t in range(v) if t not in referenced for j in range(cols)
+            },
+            row_labels=[str(t) for t in range(v)] if r == held[0][0] else None,
+            col_labels=names,
+            title=f"W[:, {start}:{stop}]",
+        )
+        c.arrow(
+            (x + cols * CELL_W / 2, y_w + v * CELL_H + 0.05),
+            (x + cols * CELL_W / 2, y_blocks - 0.3),
+            colour,
+        )
+        c.matrix(
+            x,
+            y_blocks,
+            values(blocks[r]),
+            fills={(k, j): tint(colour, 0.35) for k in range(n) for j in range(cols)},
+            col_labels=names,
+        )
+        c.arrow(
+            (x + cols * CELL_W / 2, y_blocks + n * CELL_H + 0.05),
+            (x_w + (start + stop) * CELL_W / 2, y_out - 0.28),
+            colour,
+        )
+    for k, r in enumerate(empty):
+        c.text(
+            right + 0.25,
+            _HEAD - 0.42 + 0.22 * k,
+            f"rank {r}: no columns",
+            ha="left",
+            fontsize=8.5,
+            color=_rank_colour(r),
+        )
+    c.text(
+        x_w - 0.25,
+        y_blocks - 0.55,
+        "on each rank:  one_hot @ W[:, cols]",
+        ha="right",
+        fontsize=8.5,
+        va="bottom",
+    )
+    c.text(x_w - 0.25, y_out - 0.55, "all-gather along D:", ha="right", fontsize=8.5, va="bottom")
+    colour_of = {j: _rank_colour(r) for r, a, b in held for j in range(a, b)}
+    fills: dict[tuple[int, int], Any] = {
+        (k, j): tint(colour_of[j], 0.35) for k in range(n) for j in range(d)
+    }
+    c.matrix(
+        x_w,
+        y_out,
+        values(out),
+        fills=fills,
+        row_labels=[f"ids[{k}]={t}" for k, t in enumerate(ids_list)],
+        col_labels=[str(j) for j in range(d)],
+    )
+    c.text(
+        x_w + d * CELL_W / 2,
+        y_out + n * CELL_H + 0.25,
+        "one_hot @ weight, on every rank",
+        fontsize=8.5,
+        color=FAINT_TEXT,
+    )
+    sizes = [stop - start for start, stop in shards]
+    return c.svg(
+        "dim-parallel",
+        f"dim-parallel embedding: a table of {d} columns split over {len(shards)} ranks as "
+        f"{sizes} columns; each rank multiplies the one-hot by its columns, and an all-gather "
+        "joins the column blocks",
+    )

@@ -348,3 +348,13 @@ def test_built_pages_hold_their_figures_and_maths(site: Path) -> None:
     breaks = (site / "when-equivalence-breaks" / "index.html").read_text(encoding="utf-8")
     assert breaks.count('class="arithmatex"') >= 8
     assert r"\gamma_{k+s}(u)" in breaks
+
+
+def test_no_page_prints_a_path_of_the_build_machine(site: Path) -> None:
+    # Build-time output (tracebacks, Hypothesis's notes, reprs of modules) must not leak the
+    # checkout's location, the home directory or the interpreter's into the published site.
+    machine_paths = {str(ROOT), os.path.expanduser("~"), sys.prefix, sys.base_prefix}
+    for page in sorted(site.rglob("*.html")):
+        text = page.read_text(encoding="utf-8")
+        for path in machine_paths:
+            assert path not in text, f"{page.relative_to(site)} prints {path}"

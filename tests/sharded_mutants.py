@@ -28,6 +28,7 @@ from torch.distributed.tensor import DTensor
 from embedding_equivalence.distributed.forms import (
     AllGatherForwardSplitBackward,
     AllReduceForwardIdentityBackward,
+    partial_norms,
     shard_range,
 )
 from embedding_equivalence.forms.renorm import grad_row_scale, renorm_rows_, scale_rows_
@@ -155,7 +156,7 @@ def hand_written_dim_parallel(
         shard = weight.to_local()
     if max_norm is not None and flat.numel():
         unique = torch.unique(flat)
-        part = torch.linalg.vector_norm(shard[unique].double(), norm_type, dim=1)
+        part = partial_norms(shard[unique], norm_type)
         if bug == "max_norm_of_local_columns":
             norms = part
         elif math.isinf(norm_type):

@@ -42,6 +42,7 @@ __all__ = [
     "AllGatherForwardSplitBackward",
     "AllReduceForwardIdentityBackward",
     "SHARDED_FORMS",
+    "partial_norms",
     "dim_parallel_embedding",
     "shard_range",
     "vocab_parallel_embedding",
@@ -272,6 +273,17 @@ def vocab_parallel_matmul_embedding(
     return _vocab_parallel(input, weight, options, "vocab_parallel_matmul_embedding", matmul=True)
 
 
+def partial_norms(rows: torch.Tensor, norm_type: float) -> torch.Tensor:
+    """Each row's ``norm_type``-norm over this rank's columns, in float64; 0 without columns.
+
+    ``vector_norm`` refuses the inf-norm of an empty dimension (no identity for ``max``), but
+    a rank that holds no columns (``D`` smaller than the world size) contributes nothing.
+    """
+    if rows.shape[1] == 0:
+        return rows.new_zeros(rows.shape[0], dtype=torch.float64)
+    return torch.linalg.vector_norm(rows.double(), norm_type, dim=1)
+
+
 def _renorm_whole_rows_(
     local: torch.Tensor,
     flat: torch.Tensor,
@@ -282,7 +294,7 @@ def _renorm_whole_rows_(
     """``max_norm`` on a column block: each referenced row's norm is reduced over the ranks."""
     unique = torch.unique(flat)
     with torch.no_grad():
-        part = torch.linalg.vector_norm(local[unique].double(), norm_type, dim=1)
+        part = partial_norms(local[unique], norm_type)
         if math.isinf(norm_type):
             dist.all_reduce(part, op=dist.ReduceOp.MAX, group=group)
             norms = part

@@ -93,10 +93,16 @@ DATA_PATH: tuple[tuple[Stage, ...], ...] = (
             (
                 Part(
                     _CHECK,
-                    "Seam 1, the runner: how the candidate is run (in this process today; on "
-                    "the ranks of a torch.distributed process group next). Returns an Outcome: "
-                    "output, gradients and table after the call, or the exception and the stage "
-                    "that raised it.",
+                    "Seam 1, the runner: how the candidate is run (`run_in_process`, or on the "
+                    "ranks of a process group). Returns an Outcome, one a rank: output, "
+                    "gradients and table after the call, or the exception and the stage that "
+                    "raised it.",
+                ),
+                Part(
+                    "distributed._group",
+                    "The runner on ranks: `WorkerGroup` spawns the ranks, sends each the call, "
+                    "gathers every rank's Outcome, and turns a hung or dead rank into a failing "
+                    "report (`distributed._rank` is what one rank does).",
                 ),
                 Part(
                     "forms.registry",
@@ -153,6 +159,11 @@ DATA_PATH: tuple[tuple[Stage, ...], ...] = (
                     "`verify_embedding`, `verify_embedding_bag`: thin adapters (a strategy, an "
                     "oracle, an options table) that run Hypothesis over the engine and build "
                     "the `VerificationReport`.",
+                ),
+                Part(
+                    "distributed._verify",
+                    "`verify_sharded_embedding`: the same adapter with the runner on ranks "
+                    "and a `torchrun` repro script.",
                 ),
                 Part(
                     "testing",

@@ -206,29 +206,30 @@ def test_a_rank_that_dies_is_reported_with_its_exit_status() -> None:
 
 
 @pytest.mark.parametrize(
-    ("candidate", "sharding", "passed"),
+    ("candidate", "sharding", "failure"),
     [
-        ("embedding_equivalence.distributed:dim_parallel_embedding", "dim", True),
-        ("sharded_mutants:all_reduce_missing", "vocab", False),
+        ("embedding_equivalence.distributed:dim_parallel_embedding", "dim", None),
+        ("sharded_mutants:all_reduce_missing", "vocab", r"out\["),
+        ("sharded_candidates:raises_on_rank_1", "vocab", r".* on rank 1 raised ValueError"),
     ],
-    ids=["dim-form", "mutant"],
+    ids=["dim-form", "mutant", "a-rank-raises"],
 )
 def test_under_torchrun_every_rank_gets_the_report(
-    candidate: str, sharding: str, passed: bool, tmp_path: Path
+    candidate: str, sharding: str, failure: str | None, tmp_path: Path
 ) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), *sys.path])}
     command = [
         sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-        str(TESTS / "torchrun_verify.py"), candidate, sharding, "20", str(tmp_path),
+        str(TESTS / "torchrun_verify.py"), candidate, sharding, "20", str(tmp_path), "3",
     ]  # fmt: skip
     proc = subprocess.run(command, capture_output=True, text=True, timeout=180, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = [(tmp_path / f"rank{r}.txt").read_text() for r in range(2)]
     assert [line.split(":")[0] for line in lines] == ["rank 0 of 2", "rank 1 of 2"]
     for line in lines:
-        assert f"passed={passed}" in line
+        assert f"passed={failure is None}" in line
         assert "world=2" in line
-    if passed:
-        assert all("examples=20" in line for line in lines)
-    else:
-        assert all(re.search(r"failure=out\[", line) for line in lines)
+        if failure is None:
+            assert "examples=20" in line
+        else:
+            assert re.search(f"failure={failure}", line), line

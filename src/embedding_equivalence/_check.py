@@ -97,6 +97,7 @@ class Outcome:
         table: the table after the call (``max_norm`` renormalizes it in place).
         rank: the rank that reported it, for a candidate run on a process group.
         traceback: the formatted traceback of ``error`` where it was raised (another process).
+        seconds: when ``error`` was raised, in seconds from the start of the call.
     """
 
     output: object = None
@@ -108,6 +109,7 @@ class Outcome:
     table: torch.Tensor | None = None
     rank: int | None = None
     traceback: str | None = None
+    seconds: float = 0.0
 
 
 #: Runs a candidate on a call and reports what happened (the first seam): one outcome, or one

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import pickle
+import time
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -66,8 +67,9 @@ def _portable(exc: BaseException) -> BaseException:
     return exc
 
 
-def _failed(outcome: Outcome, exc: BaseException, stage: str) -> Outcome:
+def _failed(outcome: Outcome, exc: BaseException, stage: str, start: float) -> Outcome:
     outcome.error, outcome.stage = _portable(exc), stage
+    outcome.seconds = time.perf_counter() - start
     outcome.traceback = "".join(traceback.format_exception(exc))
     return outcome
 
@@ -87,7 +89,14 @@ def _detached(t: object) -> object:
     return t.detach().clone().cpu() if isinstance(t, torch.Tensor) else t
 
 
-def run_on_rank(candidate: str, call: Call, sharding: str, *, device: str = "cpu") -> Outcome:
+def run_on_rank(
+    candidate: str,
+    call: Call,
+    sharding: str,
+    *,
+    device: str = "cpu",
+    mesh: DeviceMesh | None = None,
+) -> Outcome:
     """Run ``candidate`` on this rank's shard of ``call`` and gather the full results.
 
     Args:
@@ -96,18 +105,19 @@ def run_on_rank(candidate: str, call: Call, sharding: str, *, device: str = "cpu
             backward pass.
         sharding: ``"vocab"`` (``Shard(0)``) or ``"dim"`` (``Shard(1)``).
         device: ``"cpu"`` or ``"cuda"``.
+        mesh: the 1-D mesh to shard over (default: one over the whole default group).
 
     Returns:
         The :class:`~embedding_equivalence._check.Outcome` of this rank, with plain CPU tensors
         (``output`` and ``weight_grad`` full, ``table`` the full table after the call).
     """
-    rank = dist.get_rank()
-    outcome = Outcome(rank=rank)
+    start = time.perf_counter()
+    outcome = Outcome(rank=dist.get_rank())
     try:
         fn = load_candidate(candidate)
     except Exception as exc:
-        return _failed(outcome, exc, "forward")
-    mesh = _mesh(device)
+        return _failed(outcome, exc, "forward", start)
+    mesh = mesh or _mesh(device)
     backward = call.grad_output is not None
     full = call.weight.detach().to(device)
     placements = [Shard(SHARDINGS[sharding])]
@@ -119,13 +129,13 @@ def run_on_rank(candidate: str, call: Call, sharding: str, *, device: str = "cpu
     try:
         out = _plain(fn(input, weight, **kwargs))
     except Exception as exc:  # the judge decides whether raising was right
-        return _failed(outcome, exc, "forward")
+        return _failed(outcome, exc, "forward", start)
     outcome.output = _detached(out)
     if "max_norm" in kwargs:  # the renorm's side effect, judged on the whole table
         try:
             outcome.table = _detached(_plain(weight.detach()))  # type: ignore[assignment]
         except Exception as exc:
-            return _failed(outcome, exc, "forward")
+            return _failed(outcome, exc, "forward", start)
     if not backward or not isinstance(out, torch.Tensor):
         return outcome
     outcome.requires_grad = out.requires_grad
@@ -136,5 +146,5 @@ def run_on_rank(candidate: str, call: Call, sharding: str, *, device: str = "cpu
         out.backward(call.grad_output.to(device))
         outcome.weight_grad = _detached(_plain(weight.grad))  # type: ignore[assignment]
     except Exception as exc:
-        return _failed(outcome, exc, "backward")
+        return _failed(outcome, exc, "backward", start)
     return outcome

@@ -26,7 +26,8 @@ from .._repro import why_not_importable
 from .._verify import VerificationReport, check_budget, run_verification, with_invalid
 from ..oracle import EmbeddingOracle
 from ._group import DEFAULT_TIMEOUT, GroupFailure, WorkerGroup
-from ._rank import SHARDINGS, run_on_rank
+from ._rank import SHARDINGS
+from ._torchrun import TorchrunGroup
 
 __all__ = [
     "MAX_RESTARTS",
@@ -152,16 +153,13 @@ def sharded_snippet(sharding: str, world_size: int, device: str) -> Snippet:
 class _GroupRunner:
     """The engine's runner seam for a process group: every rank runs the call."""
 
-    def __init__(self, reference: str, sharding: str, group: WorkerGroup | None) -> None:
+    def __init__(self, reference: str, sharding: str, group: WorkerGroup | TorchrunGroup) -> None:
         self.reference = reference
         self.sharding = sharding
         self.group = group
-        self.failures_seen = False
 
     def __call__(self, candidate: Callable[..., Any], call: Call) -> list[Outcome]:
         del candidate  # the ranks import it by reference
-        if self.group is None:
-            return _run_in_torchrun_group(self.reference, call, self.sharding)
         if self.group.starts > MAX_RESTARTS + 1:
             raise AbortRun(
                 f"stopped shrinking after {MAX_RESTARTS} restarts of the process group (each "
@@ -173,33 +171,6 @@ class _GroupRunner:
             return self.group.run(self.reference, call, self.sharding)
         except GroupFailure as exc:
             raise AbortRun(str(exc)) from exc
-
-
-def _run_in_torchrun_group(reference: str, call: Call, sharding: str) -> list[Outcome]:
-    """Rank 0's side of one call under torchrun: broadcast it, run it, gather the outcomes."""
-    message: list[Any] = [(reference, call, sharding)]
-    dist.broadcast_object_list(message, src=0)
-    outcome = run_on_rank(reference, call, sharding, device=_torchrun_device())
-    gathered: list[Any] = [None] * dist.get_world_size()
-    dist.gather_object(outcome, gathered, dst=0)
-    return gathered
-
-
-def _torchrun_device() -> str:
-    return "cuda" if dist.get_backend() == "nccl" else "cpu"
-
-
-def _serve_torchrun_group() -> VerificationReport:
-    """Ranks other than 0 under torchrun: run what rank 0 broadcasts until it sends a report."""
-    while True:
-        message: list[Any] = [None]
-        dist.broadcast_object_list(message, src=0)
-        if isinstance(message[0], VerificationReport):
-            dist.barrier()  # every rank holds the report before any rank goes on
-            return message[0]
-        reference, call, sharding = message[0]
-        outcome = run_on_rank(reference, call, sharding, device=_torchrun_device())
-        dist.gather_object(outcome, None, dst=0)
 
 
 def verify_sharded_embedding(
@@ -286,11 +257,13 @@ def verify_sharded_embedding(
         invalid=True,
     )  # fmt: skip
     extra: dict[str, Any] = {"sharding": sharding, "world_size": world}
-    if existing and dist.get_rank() != 0:
-        return _serve_torchrun_group()
-    group = None if existing else WorkerGroup(
-        world_size, device=device, backend=backend, timeout=timeout
-    )  # fmt: skip
+    group = (
+        TorchrunGroup(device, timeout)
+        if existing
+        else WorkerGroup(world_size, device=device, backend=backend, timeout=timeout)
+    )
+    if isinstance(group, TorchrunGroup) and group.rank != 0:
+        return group.serve()
     try:
         report = run_verification(
             fn, with_invalid(valid, invalid), EmbeddingOracle.for_call, backward=backward,
@@ -299,12 +272,11 @@ def verify_sharded_embedding(
             snippet=sharded_snippet(sharding, world, device),
         )  # fmt: skip
     finally:
-        if group is not None:
-            extra["group_starts"] = group.starts
-            extra["startup_seconds"] = [round(s, 3) for s in group.startup_seconds]
+        extra["group_starts"] = group.starts
+        extra["startup_seconds"] = [round(s, 3) for s in group.startup_seconds]
+        if isinstance(group, WorkerGroup):
             group.close()
     report.extra.update(extra)
-    if existing:
-        dist.broadcast_object_list([report], src=0)
-        dist.barrier()
+    if isinstance(group, TorchrunGroup):
+        group.finish(report)
     return report

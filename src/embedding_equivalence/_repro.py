@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -25,8 +26,11 @@ __all__ = [
     "call_source",
     "candidate_name",
     "candidate_source",
+    "compiled_original",
+    "compiled_source",
     "describe_call",
     "format_float",
+    "is_compiled",
     "tensor_source",
     "why_not_importable",
 ]
@@ -36,7 +40,12 @@ MAX_LITERAL = 4096
 
 
 def candidate_name(fn: Callable[..., Any]) -> str:
-    """``module.qualname`` of ``fn`` (its ``repr`` when it has neither), for reports."""
+    """``module.qualname`` of ``fn`` (its ``repr`` when it has neither), for reports.
+
+    A compiled candidate is named ``torch.compile(module.qualname)`` after what it wraps.
+    """
+    if is_compiled(fn):
+        return f"torch.compile({candidate_name(compiled_original(fn))})"
     module = getattr(fn, "__module__", None) or ""
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
     return f"{module}.{name}" if module else name
@@ -70,6 +79,55 @@ def why_not_importable(fn: Callable[..., Any]) -> str | None:
     return None
 
 
+def is_compiled(fn: object) -> bool:
+    """Whether ``fn`` was made by ``torch.compile`` (a compiled function or module)."""
+    if "torch._dynamo" not in sys.modules:  # nothing was compiled without dynamo loaded
+        return False
+    from torch._dynamo.eval_frame import OptimizedModule
+
+    return isinstance(fn, OptimizedModule) or hasattr(fn, "_torchdynamo_orig_callable")
+
+
+def compiled_original(fn: object) -> Any:
+    """The function or module that ``torch.compile`` wrapped."""
+    from torch._dynamo.eval_frame import OptimizedModule
+
+    if isinstance(fn, OptimizedModule):
+        return fn._orig_mod
+    return getattr(fn, "_torchdynamo_orig_callable", None)
+
+
+def compiled_source(original_source: str | None) -> str:
+    """Python that rebuilds a compiled candidate, or says plainly that it cannot.
+
+    Args:
+        original_source: ``from module import name as original`` when the wrapped function
+            imports as itself, else ``None``.
+
+    Returns:
+        Lines that bind ``candidate``.
+    """
+    note = (
+        "# The candidate was made by torch.compile. Its compile options are not recorded on "
+        "the compiled object:\n# this rebuilds it with torch.compile's defaults; pass yours "
+        "(backend, mode, dynamic, ...) if they differ."
+    )
+    if original_source is not None:
+        return f"{note}\n{original_source}\ncandidate = torch.compile(original)"
+    return (
+        f"{note}\n# The function it wraps cannot be imported by its qualified name either.\n"
+        f"candidate = torch.compile(...)  # the function or module under test"
+    )
+
+
+def _import_source(fn: Any, name: str) -> str:
+    """``from module import qualname as name`` (two lines for a nested qualified name)."""
+    module, qualname = fn.__module__, fn.__qualname__
+    if "." in qualname:
+        return f"from {module} import {qualname.split('.')[0]}\n{name} = {qualname}"
+    return f"from {module} import {qualname} as {name}"
+
+
 def candidate_source(fn: Callable[..., Any]) -> str:
     """Python that binds the name ``candidate`` to ``fn``, or says plainly that it cannot.
 
@@ -81,12 +139,16 @@ def candidate_source(fn: Callable[..., Any]) -> str:
         ``candidate = Outer.name`` for a nested qualified name) when that gives ``fn`` back;
         otherwise a comment with the reason and a ``candidate = ...`` line to fill in.
     """
+    if is_compiled(fn):
+        # torch.compile wraps a function in an inner function of dynamo (functools.wraps):
+        # the first object along __wrapped__ that imports as itself is the one to compile.
+        original = compiled_original(fn)
+        while original is not None and why_not_importable(original) is not None:
+            original = getattr(original, "__wrapped__", None)
+        return compiled_source(None if original is None else _import_source(original, "original"))
     reason = why_not_importable(fn)
     if reason is None:
-        module, qualname = fn.__module__, fn.__qualname__
-        if "." in qualname:
-            return f"from {module} import {qualname.split('.')[0]}\ncandidate = {qualname}"
-        return f"from {module} import {qualname} as candidate"
+        return _import_source(fn, "candidate")
     return (
         f"# The candidate cannot be imported by its qualified name: {reason}.\n"
         f"candidate = ...  # the function under test"

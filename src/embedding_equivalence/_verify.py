@@ -7,6 +7,7 @@ strategy that draws cases, an oracle that judges them, and the table of options 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import random
@@ -35,7 +36,8 @@ from ._check import (
     preserved_global_state,
     run_in_process,
 )
-from ._repro import candidate_name, candidate_source
+from ._compiled import CompiledRunner, compiled_context
+from ._repro import candidate_name, candidate_source, is_compiled
 from .forms.options import option_applies
 from .oracle import BagOracle, EmbeddingOracle
 
@@ -72,7 +74,9 @@ class VerificationReport:
         options: the options exercised.
         dtypes: the dtypes drawn from.
         devices: the devices drawn from.
-        extra: further facts about the run (``verify_embedding_bag``: the ``modes``).
+        extra: further facts about the run: ``verify_embedding_bag``'s ``modes``; for a
+            ``torch.compile``d candidate ``compiled_examples``, ``eager_fallbacks`` and
+            ``fallback_reasons`` (examples during which dynamo gave up on a frame, by reason).
     """
 
     candidate: str
@@ -103,6 +107,19 @@ class VerificationReport:
         if not self.passed:
             raise VerificationError(str(self))
 
+    def _compiled_text(self) -> str:
+        """For a compiled candidate: how many examples ran compiled, and why others did not."""
+        if "compiled_examples" not in self.extra:
+            return ""
+        text = (
+            f"; compiled: {self.extra['compiled_examples']} examples ran compiled, "
+            f"{self.extra['eager_fallbacks']} fell back to eager"
+        )
+        reasons = self.extra.get("fallback_reasons") or {}
+        if reasons:
+            text += " (" + "; ".join(f"{n}x {r}" for r, n in reasons.items()) + ")"
+        return text
+
     def __str__(self) -> str:
         status = "PASSED" if self.passed else "FAILED"
         head = (
@@ -111,6 +128,7 @@ class VerificationReport:
             f"dtypes={[str(d).removeprefix('torch.') for d in self.dtypes]}, "
             f"devices={list(self.devices)})"
         )
+        head += self._compiled_text()
         if self.passed:
             return head + f"; worst gradient error {self.worst_error:.3g} of the bound"
         return f"{head}\n{self.failure}\n\nMinimal counterexample:\n{self.counterexample}"
@@ -208,6 +226,10 @@ def run_verification(
         "current": None,
     }
 
+    compiled = CompiledRunner(runner) if is_compiled(candidate) else None
+    if compiled is not None:
+        runner = compiled
+
     @settings(
         max_examples=max_examples,
         deadline=None,  # torch kernels warm up on first use; timing says nothing here
@@ -230,6 +252,8 @@ def run_verification(
         except AssertionError as exc:
             state["failed"] = True
             state["last"] = (case, exc)
+            if compiled is not None:
+                compiled.counting = False
             raise
         if not state["failed"]:
             state["worst"] = max(state["worst"], worst)
@@ -237,7 +261,7 @@ def run_verification(
     start = time.perf_counter()
     flaky = False
     aborted: AbortRun | None = None
-    with preserved_global_state():
+    with preserved_global_state(), compiled_context() if compiled else contextlib.nullcontext():
         try:
             hypothesis_seed(run_seed)(run)()
             passed = True
@@ -284,6 +308,7 @@ def run_verification(
         options=options,
         dtypes=dtypes,
         devices=devices,
+        extra=compiled.summary() if compiled is not None else {},
     )
 
 
@@ -459,5 +484,20 @@ def verify_embedding_bag(
         examples=sum(r.examples for r in reports),
         worst_error=max(r.worst_error for r in reports),
         elapsed=sum(r.elapsed for r in reports),
-        extra={"modes": mds},
+        extra={"modes": mds, **_merged_compiled_counts(reports)},
     )
+
+
+def _merged_compiled_counts(reports: list[VerificationReport]) -> dict[str, Any]:
+    """The compiled-example counts of per-mode reports, summed (empty when not compiled)."""
+    if "compiled_examples" not in reports[0].extra:
+        return {}
+    reasons: dict[str, int] = {}
+    for r in reports:
+        for reason, n in r.extra["fallback_reasons"].items():
+            reasons[reason] = reasons.get(reason, 0) + n
+    return {
+        "compiled_examples": sum(r.extra["compiled_examples"] for r in reports),
+        "eager_fallbacks": sum(r.extra["eager_fallbacks"] for r in reports),
+        "fallback_reasons": reasons,
+    }

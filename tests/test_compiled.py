@@ -1,0 +1,120 @@
+"""Compiled candidates: verified compiled on every example, fallbacks counted, replayed compiled.
+
+The candidates are compiled with ``backend="aot_eager"``: dynamo traces and guards exactly as
+with inductor (so recompiles and fallbacks are the same), without paying for C++ code
+generation on every graph. ``benchmarks/compiled_speed.py`` times the default backend.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+import torch._dynamo
+import torch.nn.functional as F
+from torch._dynamo.utils import counters
+
+import embedding_equivalence as ee
+
+SEED = 0
+
+
+def wrong_when_compiled(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    padding_idx: int | None = None,
+    max_norm: float | None = None,
+    norm_type: float = 2.0,
+    scale_grad_by_freq: bool = False,
+    sparse: bool = False,
+) -> torch.Tensor:
+    """``F.embedding`` eagerly; twice the rows inside a compiled graph."""
+    out = F.embedding(input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse)
+    return out * 2 if torch.compiler.is_compiling() else out
+
+
+def test_a_kernel_wrong_only_when_compiled_is_caught() -> None:
+    eager = ee.verify_embedding(wrong_when_compiled, max_examples=20, seed=SEED)
+    assert eager.passed, str(eager)  # the control: eagerly it is the embedding
+    compiled = torch.compile(wrong_when_compiled, backend="aot_eager")
+    report = ee.verify_embedding(compiled, seed=SEED)
+    assert not report.passed
+    assert report.candidate == "torch.compile(test_compiled.wrong_when_compiled)"
+    assert report.failure is not None
+    assert report.failure.startswith("out[")
+    assert report.extra["compiled_examples"] >= 1
+
+
+def test_the_repro_rebuilds_the_compiled_candidate() -> None:
+    compiled = torch.compile(wrong_when_compiled, backend="aot_eager")
+    report = ee.verify_embedding(compiled, seed=SEED)
+    assert report.counterexample is not None
+    assert "from test_compiled import wrong_when_compiled as original" in report.counterexample
+    assert "candidate = torch.compile(original)" in report.counterexample
+    assert "import wrong_when_compiled as candidate" not in report.counterexample
+    namespace: dict[str, object] = {}
+    with warnings.catch_warnings():  # the snippet compiles with inductor, whose import warns
+        warnings.simplefilter("ignore", DeprecationWarning)
+        exec(report.counterexample, namespace)  # replays compiled: the doubled rows come back
+    out, weight = namespace["out"], namespace["weight"]
+    assert isinstance(out, torch.Tensor)
+    assert isinstance(weight, torch.Tensor)
+    assert torch.equal(out, 2 * F.embedding(namespace["input"], weight))  # type: ignore[arg-type]
+
+
+def test_every_example_runs_compiled_past_dynamos_recompile_limit() -> None:
+    limit = torch._dynamo.config.recompile_limit
+    graphs = counters["stats"]["unique_graphs"]
+    compiled = torch.compile(F.embedding, backend="aot_eager")
+    report = ee.verify_embedding(compiled, seed=SEED)
+    assert report.passed, str(report)
+    extra = report.extra
+    assert extra["compiled_examples"] + extra["eager_fallbacks"] == report.examples == 100
+    # More graphs than dynamo's limit would allow: the verifier raised it for the run...
+    assert counters["stats"]["unique_graphs"] - graphs > limit
+    # ... and restored it afterwards.
+    assert torch._dynamo.config.recompile_limit == limit
+    # The only fallbacks are bad input that dynamo could not trace (the eager call raises).
+    assert set(extra["fallback_reasons"]) <= {"RuntimeError when making fake tensor call"}
+    assert "examples ran compiled" in str(report)
+
+
+def test_the_repro_of_a_compiled_torch_function_imports_the_function_it_wraps() -> None:
+    compiled = torch.compile(F.embedding, backend="aot_eager")
+    from embedding_equivalence._repro import candidate_source
+
+    source = candidate_source(compiled)
+    assert "from torch.nn.functional import embedding as original" in source
+    assert "candidate = torch.compile(original)" in source
+    assert "import embedding as candidate" not in source
+
+
+def test_a_compiled_local_function_is_said_to_be_not_rebuildable() -> None:
+    def doubled(input: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        return F.embedding(input, weight) * 2
+
+    from embedding_equivalence._repro import candidate_source
+
+    source = candidate_source(torch.compile(doubled, backend="aot_eager"))
+    assert "cannot be imported by its qualified name either" in source
+    assert "candidate = torch.compile(...)" in source
+
+
+def test_a_compiled_module_is_counted_and_named_after_its_module() -> None:
+    class Lookup(torch.nn.Module):
+        def forward(self, input: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+            return F.embedding(input, weight)
+
+    compiled = torch.compile(Lookup(), backend="aot_eager")
+    report = ee.verify_embedding(compiled, max_examples=20, seed=SEED)
+    assert report.passed, str(report)
+    assert report.extra["compiled_examples"] + report.extra["eager_fallbacks"] == 20
+    assert report.counterexample is None
+
+
+def test_compiled_bag_counts_are_summed_over_the_modes() -> None:
+    compiled = torch.compile(F.embedding_bag, backend="aot_eager")
+    report = ee.verify_embedding_bag(compiled, max_examples=30, seed=SEED)
+    assert report.passed, str(report)
+    assert report.extra["modes"] == ("sum", "mean", "max")
+    assert report.extra["compiled_examples"] + report.extra["eager_fallbacks"] == 30

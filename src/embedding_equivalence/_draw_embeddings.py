@@ -173,9 +173,13 @@ def embedding_case(
     """An :class:`EmbeddingCase`, valid or (``invalid``) one that the reference refuses."""
     b = draw_basics(draw, ranges)
     v = b.vocab_size
-    # The dense one-hot has N * V entries: keep it within the same budget as the table.
-    n_cap = max(1, min(ranges.max_ids, ranges.max_elements // v))
-    ids = draw_ids(draw, looks, b, None, n_cap)
+    if ranges.num_ids is not None:  # the caller's own N, as a 1-D input
+        n = draw(ranges.num_ids, label="N")
+        ids = draw_ids(draw, looks, b, (n,), max(n, 1))
+    else:
+        # The dense one-hot has N * V entries: keep it within the same budget as the table.
+        n_cap = max(1, min(ranges.max_ids, ranges.max_elements // v))
+        ids = draw_ids(draw, looks, b, None, n_cap)
     weight = draw_weight(draw, looks, b)
     kwargs = draw_lookup_options(draw, options, v, ids.values)
     grad_seed = draw(SEEDS, label="grad seed")

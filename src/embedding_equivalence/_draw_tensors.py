@@ -263,7 +263,8 @@ class Ranges(NamedTuple):
 
     ``embedding_dim`` and ``dtype`` are ``None`` for the defaults that depend on an earlier
     draw: ``D`` within the element budget for the drawn ``V``, and the dtypes that the drawn
-    device supports.
+    device supports. ``num_ids`` is ``None`` for ids of up to three dims, or draws the length
+    of a 1-D input.
     """
 
     vocab_size: st.SearchStrategy[int]
@@ -273,6 +274,7 @@ class Ranges(NamedTuple):
     index_dtype: st.SearchStrategy[torch.dtype]
     max_ids: int
     max_elements: int
+    num_ids: st.SearchStrategy[int] | None = None
 
 
 class Looks(NamedTuple):

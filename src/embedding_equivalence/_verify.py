@@ -38,6 +38,7 @@ from ._check import (
 )
 from ._compiled import CompiledRunner, compiled_context
 from ._repro import candidate_name, candidate_source, is_compiled
+from ._sizes import SizeSpec, case_sizes
 from .forms.options import option_applies
 from .oracle import BagOracle, EmbeddingOracle
 
@@ -321,6 +322,9 @@ def verify_embedding(
     max_examples: int = 100,
     backward: bool = True,
     seed: int | None = None,
+    vocab_sizes: SizeSpec = None,
+    dims: SizeSpec = None,
+    num_ids: SizeSpec = None,
 ) -> VerificationReport:
     """Verify that ``candidate`` is the embedding function, forward and backward.
 
@@ -348,14 +352,19 @@ def verify_embedding(
         max_examples: number of examples Hypothesis generates.
         backward: also check gradients.
         seed: fix the run (the report's ``seed`` replays a random run).
+        vocab_sizes: ``V``: an int, an inclusive ``(min, max)`` range or a strategy; default
+            1 to 262,144 within a small element budget.
+        dims: ``D``, likewise; default up to 64 within that budget.
+        num_ids: ``N``, the length of a 1-D input, likewise; default ids of up to three
+            dims. With ints and ranges the largest example's memory is checked first.
 
     Returns:
         A :class:`VerificationReport`; call ``.raise_for_failure()`` to turn a failure into
         an exception.
 
     Raises:
-        InvalidArgument: unknown options, a non-float dtype, an absent device, or a bad
-            ``max_examples``.
+        InvalidArgument: unknown options, a non-float dtype, an absent device, a bad
+            ``max_examples`` or size knob, or a largest example that would not fit in memory.
 
     Example:
         >>> import torch
@@ -367,11 +376,15 @@ def verify_embedding(
     check_budget(candidate, max_examples)
     opts = tuple(options)
     dts, devs = _resolve(dtypes, devices)
+    sizes = case_sizes(
+        "verify_embedding", vocab_sizes=vocab_sizes, dims=dims, num_ids=num_ids, dtypes=dts,
+        devices=devs,
+    )  # fmt: skip
     valid = ees.embedding_cases(
-        options=opts, dtype=st.sampled_from(dts), device=st.sampled_from(devs)
+        options=opts, dtype=st.sampled_from(dts), device=st.sampled_from(devs), **sizes
     )
     invalid = _on_cpu(devs, lambda: ees.embedding_cases(
-        options=opts, dtype=st.sampled_from(dts), device="cpu", invalid=True
+        options=opts, dtype=st.sampled_from(dts), device="cpu", invalid=True, **sizes
     ))  # fmt: skip
     cases: st.SearchStrategy[EmbeddingCase] = with_invalid(valid, invalid)
     return run_verification(
@@ -390,6 +403,8 @@ def verify_embedding_bag(
     max_examples: int = 100,
     backward: bool = True,
     seed: int | None = None,
+    vocab_sizes: SizeSpec = None,
+    dims: SizeSpec = None,
 ) -> VerificationReport:
     """Verify that ``candidate`` is ``F.embedding_bag``, forward and backward.
 
@@ -429,6 +444,9 @@ def verify_embedding_bag(
         max_examples: number of examples Hypothesis generates.
         backward: also check gradients.
         seed: fix the run (the report's ``seed`` replays a random run).
+        vocab_sizes: ``V``: an int, an inclusive ``(min, max)`` range or a strategy (as for
+            :func:`verify_embedding`).
+        dims: ``D``, likewise.
 
     Returns:
         A :class:`VerificationReport` (``extra["modes"]`` names the modes); call
@@ -450,10 +468,14 @@ def verify_embedding_bag(
     mds = tuple(modes) if not isinstance(modes, str) else modes
     dts, devs = _resolve(dtypes, devices)
     ees.embedding_bag_cases(modes=mds, options=opts)  # refuses bad modes and options early
+    sizes = case_sizes(
+        "verify_embedding_bag", vocab_sizes=vocab_sizes, dims=dims, dtypes=dts, devices=devs
+    )
     run_seed = seed if seed is not None else random.SystemRandom().randrange(2**32)
     invalid: st.SearchStrategy[EmbeddingBagCase] | None = _on_cpu(devs, lambda: (
         ees.embedding_bag_cases(
-            modes=mds, options=opts, dtype=st.sampled_from(dts), device="cpu", invalid=True
+            modes=mds, options=opts, dtype=st.sampled_from(dts), device="cpu", invalid=True,
+            **sizes,
         )
     ))  # fmt: skip
     # One run per mode, each with its share of the examples: most bugs live in one mode, and
@@ -469,6 +491,7 @@ def verify_embedding_bag(
             options=tuple(o for o in opts if option_applies(o, mode)),
             dtype=st.sampled_from(dts),
             device=st.sampled_from(devs),
+            **sizes,
         )
         report = run_verification(
             candidate, with_invalid(valid, invalid), BagOracle.for_call, backward=backward,

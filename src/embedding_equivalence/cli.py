@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn, TextIO
 
 import torch
+from hypothesis.errors import InvalidArgument
 
 from ._usage import UsageError, int_at_least
 from .forms.options import BAG_OPTIONS, EMBEDDING_OPTIONS
@@ -90,6 +91,18 @@ def _load_candidate(spec: str) -> Callable[..., Any]:
     if not callable(fn):
         raise UsageError(f"--candidate {spec!r}: {attr!r} is not callable")
     return fn
+
+
+def _size(value: str) -> int | tuple[int, int]:
+    """``N`` or an inclusive ``LO:HI`` range of positive ints."""
+    lo, sep, hi = value.partition(":")
+    try:
+        bounds = (int(lo), int(hi)) if sep else (int(lo), int(lo))
+    except ValueError:
+        raise UsageError(f"{value!r} is not N or LO:HI, e.g. 50257 or 1000:4000") from None
+    if not 1 <= bounds[0] <= bounds[1]:
+        raise UsageError(f"{value!r} must satisfy 1 <= LO <= HI")
+    return bounds if sep else bounds[0]
 
 
 def _csv(value: str) -> list[str]:
@@ -171,6 +184,8 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             )
     if args.sharding is not None:
         return _verify_sharded(args, dtypes, devices, out)
+    if args.bag and args.num_ids is not None:
+        raise UsageError("--num-ids: the bag verifier draws its own bags; drop --num-ids")
     allowed = BAG_OPTIONS if args.bag else EMBEDDING_OPTIONS
     if args.options is not None:
         unknown = [o for o in args.options if o not in allowed]
@@ -208,16 +223,23 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     for target, opts, dev, dt in jobs:
         label = f"{target.name} [{','.join(opts) or 'no options'}] {dev}-{_dtype_name(dt)}"
         progress.update(label)
+        sizes: dict[str, Any] = {"vocab_sizes": args.vocab_sizes, "dims": args.dims}
+        if not target.bag:
+            sizes["num_ids"] = args.num_ids
         verify = ee.verify_embedding_bag if target.bag else ee.verify_embedding
-        report = verify(
-            target.fn,
-            options=opts,
-            dtypes=[dt],
-            devices=[dev],
-            max_examples=args.max_examples,
-            backward=not args.forward_only,
-            seed=args.seed,
-        )
+        try:
+            report = verify(
+                target.fn,
+                options=opts,
+                dtypes=[dt],
+                devices=[dev],
+                max_examples=args.max_examples,
+                backward=not args.forward_only,
+                seed=args.seed,
+                **sizes,
+            )
+        except InvalidArgument as exc:  # a size that does not fit, refused before drawing
+            raise UsageError(str(exc)) from None
         progress.done += 1
         results.append(
             {
@@ -384,6 +406,10 @@ def _build_parser() -> _Parser:
         default=DEFAULT_CLI_EXAMPLES,
         help=f"examples per table cell (default {DEFAULT_CLI_EXAMPLES})",
     )
+    for flag, what in [("--vocab-sizes", "V"), ("--dims", "D"), ("--num-ids", "N, ids a call")]:
+        v.add_argument(
+            flag, type=_size, metavar="N|LO:HI", help=f"{what}: a value or a range (default: drawn)"
+        )
     v.add_argument("--seed", type=_nonnegative_int, help="fix Hypothesis's seed to replay a run")
     v.add_argument("--forward-only", action="store_true", help="skip the gradient checks")
     v.add_argument("--json", metavar="PATH", help="write the results as JSON (- for stdout)")

@@ -278,6 +278,7 @@ def _ranges(
     index_dtype: torch.dtype | st.SearchStrategy[torch.dtype] | None,
     max_ids: int,
     max_elements: int,
+    num_ids: int | st.SearchStrategy[int] | None = None,
 ) -> _tensors.Ranges:
     """Check the arguments that both case strategies take, and resolve them to strategies.
 
@@ -290,7 +291,11 @@ def _ranges(
     _tensors.check_device(device)
     _tensors.check_float_dtype(dtype)
     _tensors.check_index_dtype("index_dtype", index_dtype)
-    for name, size in (("vocab_size", vocab_size), ("embedding_dim", embedding_dim)):
+    for name, size in (
+        ("vocab_size", vocab_size),
+        ("embedding_dim", embedding_dim),
+        ("num_ids", num_ids),
+    ):
         if size is not None:
             _tensors.check_size(name, size)
     if isinstance(vocab_size, int) and vocab_size > max_elements:
@@ -315,6 +320,7 @@ def _ranges(
         index_dtypes() if index_dtype is None else as_strategy(index_dtype),
         max_ids,
         max_elements,
+        None if num_ids is None else as_strategy(num_ids),
     )
 
 
@@ -333,6 +339,7 @@ def embedding_cases(
     max_ids: int = 64,
     max_elements: int = _DEFAULT_MAX_ELEMENTS,
     invalid: bool = False,
+    num_ids: int | st.SearchStrategy[int] | None = None,
 ) -> st.SearchStrategy[EmbeddingCase]:
     """Whole embedding calls (ids, table, options, upstream gradient) as :class:`EmbeddingCase`.
 
@@ -356,6 +363,9 @@ def embedding_cases(
         max_elements: budget for ``V * D`` and ``N * V``.
         invalid: draw calls that the reference must reject (an id out of range, a negative
             id, floating ids, ``padding_idx`` out of range); the case's ``invalid`` says why.
+        num_ids: the number of ids ``N`` (value or strategy), drawn as a 1-D input of that
+            length, beyond ``max_ids`` and the element budget; default ids of up to three dims
+            within them.
 
     Returns:
         A strategy of :class:`EmbeddingCase`.
@@ -366,7 +376,9 @@ def embedding_cases(
     """
     _tensors.check_options(options, EMBEDDING_OPTIONS)
     looks = _tensors.looks(weight_layouts, ids_layouts, allow_nonfinite, allow_signed_zeros)
-    ranges = _ranges(vocab_size, embedding_dim, dtype, device, index_dtype, max_ids, max_elements)
+    ranges = _ranges(
+        vocab_size, embedding_dim, dtype, device, index_dtype, max_ids, max_elements, num_ids
+    )
     return _embeddings.embedding_case(ranges, looks, tuple(options), invalid)
 
 

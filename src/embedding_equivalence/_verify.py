@@ -39,6 +39,7 @@ from ._check import (
 from ._compiled import CompiledRunner, compiled_context
 from ._repro import candidate_name, candidate_source, is_compiled
 from ._sizes import SizeSpec, case_sizes
+from ._transforms import check_transforms_argument
 from .forms.options import option_applies
 from .oracle import BagOracle, EmbeddingOracle
 
@@ -198,6 +199,7 @@ def run_verification(
     seed: int | None,
     runner: Runner = run_in_process,
     snippet: Snippet = case_snippet,
+    transforms: Sequence[str] = (),
 ) -> VerificationReport:
     """Run the engine over ``cases`` with Hypothesis and summarize the outcome.
 
@@ -213,6 +215,7 @@ def run_verification(
         seed: Hypothesis seed (``None``: a fresh random one, recorded in the report).
         runner: how the candidate is run.
         snippet: writes the counterexample's replay snippet.
+        transforms: also check ``jvp`` and/or ``vmap`` on each valid case.
 
     Returns:
         The report.
@@ -248,8 +251,9 @@ def run_verification(
         state["current"] = case
         try:
             worst = check_case(
-                candidate, case, oracle_for, backward=backward, runner=runner, snippet=snippet
-            )
+                candidate, case, oracle_for, backward=backward, runner=runner, snippet=snippet,
+                transforms=transforms,
+            )  # fmt: skip
         except AssertionError as exc:
             state["failed"] = True
             state["last"] = (case, exc)
@@ -325,6 +329,7 @@ def verify_embedding(
     vocab_sizes: SizeSpec = None,
     dims: SizeSpec = None,
     num_ids: SizeSpec = None,
+    transforms: Sequence[str] = (),
 ) -> VerificationReport:
     """Verify that ``candidate`` is the embedding function, forward and backward.
 
@@ -357,6 +362,9 @@ def verify_embedding(
         dims: ``D``, likewise; default up to 64 within that budget.
         num_ids: ``N``, the length of a 1-D input, likewise; default ids of up to three
             dims. With ints and ranges the largest example's memory is checked first.
+        transforms: also check forward-mode AD and/or ``torch.func.vmap``, from
+            ``("jvp", "vmap")``: the tangent of the output along a tangent table must be the
+            lookup of that table, and a batch of tables must give each table's lookup.
 
     Returns:
         A :class:`VerificationReport`; call ``.raise_for_failure()`` to turn a failure into
@@ -390,6 +398,7 @@ def verify_embedding(
     return run_verification(
         candidate, cases, EmbeddingOracle.for_call, backward=backward, options=opts,
         dtypes=dts, devices=devs, max_examples=max_examples, seed=seed,
+        transforms=check_transforms_argument(transforms),
     )  # fmt: skip
 
 
@@ -405,6 +414,7 @@ def verify_embedding_bag(
     seed: int | None = None,
     vocab_sizes: SizeSpec = None,
     dims: SizeSpec = None,
+    transforms: Sequence[str] = (),
 ) -> VerificationReport:
     """Verify that ``candidate`` is ``F.embedding_bag``, forward and backward.
 
@@ -447,6 +457,8 @@ def verify_embedding_bag(
         vocab_sizes: ``V``: an int, an inclusive ``(min, max)`` range or a strategy (as for
             :func:`verify_embedding`).
         dims: ``D``, likewise.
+        transforms: also check ``("jvp", "vmap")`` as :func:`verify_embedding` does (``jvp``
+            not for ``mode="max"``, whose tangent follows the primal's arg-max).
 
     Returns:
         A :class:`VerificationReport` (``extra["modes"]`` names the modes); call
@@ -468,6 +480,7 @@ def verify_embedding_bag(
     mds = tuple(modes) if not isinstance(modes, str) else modes
     dts, devs = _resolve(dtypes, devices)
     ees.embedding_bag_cases(modes=mds, options=opts)  # refuses bad modes and options early
+    transforms = check_transforms_argument(transforms)
     sizes = case_sizes(
         "verify_embedding_bag", vocab_sizes=vocab_sizes, dims=dims, dtypes=dts, devices=devs
     )
@@ -496,6 +509,7 @@ def verify_embedding_bag(
         report = run_verification(
             candidate, with_invalid(valid, invalid), BagOracle.for_call, backward=backward,
             options=opts, dtypes=dts, devices=devs, max_examples=budget, seed=run_seed,
+            transforms=transforms,
         )  # fmt: skip
         reports.append(report)
         if not report.passed:

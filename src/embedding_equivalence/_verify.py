@@ -39,6 +39,8 @@ from ._check import (
 from ._compiled import CompiledRunner, compiled_context
 from ._repro import candidate_name, candidate_source, is_compiled
 from ._sizes import SizeSpec, case_sizes
+from ._torch_defects import describe as describe_defect
+from ._torch_defects import torch_defect_behind
 from ._transforms import check_transforms_argument
 from .forms.options import option_applies
 from .oracle import BagOracle, EmbeddingOracle
@@ -286,6 +288,7 @@ def run_verification(
                 state["last"] = (state["current"], exc)
     elapsed = time.perf_counter() - start
     counterexample = failure = None
+    extra: dict[str, Any] = compiled.summary() if compiled is not None else {}
     if not passed and state["last"] is not None:
         case, exc = state["last"]
         failure = str(exc).split("\n\nRepro:\n")[0]
@@ -301,6 +304,12 @@ def run_verification(
             if isinstance(exc, EquivalenceError) and exc.repro
             else snippet(case, backward, candidate_source(candidate))
         )
+        # "This is torch, not you": torch's own function fails the minimal case too.
+        if isinstance(exc, EquivalenceError) and isinstance(case, EmbeddingCase | EmbeddingBagCase):
+            defect = torch_defect_behind(case, backward)
+            if defect is not None:
+                failure += "\n\n" + describe_defect(defect)
+                extra["torch_defect"] = defect.id
     return VerificationReport(
         candidate=candidate_name(candidate),
         passed=passed,
@@ -313,7 +322,7 @@ def run_verification(
         options=options,
         dtypes=dtypes,
         devices=devices,
-        extra=compiled.summary() if compiled is not None else {},
+        extra=extra,
     )
 
 
@@ -521,7 +530,7 @@ def verify_embedding_bag(
         examples=sum(r.examples for r in reports),
         worst_error=max(r.worst_error for r in reports),
         elapsed=sum(r.elapsed for r in reports),
-        extra={"modes": mds, **_merged_compiled_counts(reports)},
+        extra={**last.extra, "modes": mds, **_merged_compiled_counts(reports)},
     )
 
 

@@ -1,0 +1,359 @@
+"""Torch's own defects: a table, and the test that tells a user "this is torch, not you".
+
+The verifiers judge every candidate against an exact float64 oracle, never against torch, so
+they also find torch's own defects; a user who wraps ``F.embedding`` or ``F.embedding_bag``
+then sees a failure that is not theirs. :data:`TORCH_DEFECTS` lists the defects this package
+has pinned (each one by a strict ``xfail`` in its tests), with a reference and the torch
+versions seen affected.
+
+The rule, applied by :func:`torch_defect_behind` to a shrunk failing case, goes by behaviour,
+never by name:
+
+1. the case is replayed on torch's own function (``F.embedding`` for an
+   :class:`~embedding_equivalence._cases.EmbeddingCase`, ``F.embedding_bag`` for an
+   :class:`~embedding_equivalence._cases.EmbeddingBagCase`) through the same engine and
+   oracle (:func:`~embedding_equivalence._check.check_case`). Only when torch fails the very
+   same case is the failure torch's: a kernel that fails where torch passes is never excused,
+   whatever it is called, and a kernel that wraps torch under any name is recognised;
+2. the first entry of the table whose predicate matches the case (its shape: options,
+   ids, offsets, table values) names the defect and its reference. A failure of torch that
+   no entry matches is still torch's, reported as not in the table.
+
+A version of torch that fixes a defect passes step 1, so the table never excuses a kernel
+on a torch that is not affected, whatever its ``affected`` field says.
+"""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+import torch.nn.functional as F
+
+from ._cases import EmbeddingBagCase, EmbeddingCase
+from ._check import EquivalenceError, OracleFactory, check_case, preserved_global_state
+from .oracle import BagOracle, EmbeddingOracle
+from .oracle.embedding import referenced_rows
+
+__all__ = [
+    "Case",
+    "NOT_IN_TABLE",
+    "Predicate",
+    "TORCH_DEFECTS",
+    "TorchDefect",
+    "describe",
+    "torch_defect_behind",
+]
+
+#: A drawn case of either kind.
+Case = EmbeddingCase | EmbeddingBagCase
+#: Whether a case has the shape of a defect: ``(case, backward) -> bool``.
+Predicate = Callable[[Case, bool], bool]
+
+#: The versions seen affected: the torch this package's tests pin the defects on.
+_SEEN = "2.13.0 (CPU)"
+#: The reference of a defect no pytorch/pytorch issue is known for.
+_NO_ISSUE = "no pytorch/pytorch issue known to this package"
+#: The reference of a torch failure that matches no entry of the table.
+NOT_IN_TABLE = "not in the table"
+
+
+def _issue(number: int) -> str:
+    return f"https://github.com/pytorch/pytorch/issues/{number}"
+
+
+@dataclass(frozen=True)
+class TorchDefect:
+    """One defect of ``F.embedding`` or ``F.embedding_bag``.
+
+    Attributes:
+        id: a short unique name, e.g. ``"bag-scale-grad-by-freq-count"``.
+        summary: what torch does wrong, in one line.
+        reference: the pytorch/pytorch issue's URL, or why there is none.
+        affected: the torch versions seen affected, e.g. ``"2.13.0 (CPU)"``.
+        kind: ``"embedding"`` (``F.embedding``) or ``"bag"`` (``F.embedding_bag``).
+        predicate: ``(case, backward) -> bool``: whether a case has the defect's shape (its
+            options, ids, offsets or table values; never a name).
+    """
+
+    id: str
+    summary: str
+    reference: str
+    affected: str
+    kind: Literal["embedding", "bag"]
+    predicate: Predicate = field(compare=False, repr=False)
+
+    @property
+    def function(self) -> str:
+        """Torch's function the defect lives in: ``"F.embedding"`` or ``"F.embedding_bag"``."""
+        return "F.embedding" if self.kind == "embedding" else "F.embedding_bag"
+
+
+# --- what a case looks like -------------------------------------------------------------------
+
+
+def _padding(case: Case) -> int | None:
+    """``padding_idx`` as a row (a negative one counts from the end), or ``None``."""
+    padding = case.kwargs.get("padding_idx")
+    if not isinstance(padding, int):
+        return None
+    return padding + case.num_embeddings if padding < 0 else padding
+
+
+def _bags(case: EmbeddingBagCase) -> list[list[int]]:
+    """The ids of each bag, ``padding_idx`` left out (ids after the last offset in none)."""
+    values = list(case.ids.values)
+    if len(case.ids.shape) == 2:
+        count, length = case.ids.shape
+        bounds = [(b * length, (b + 1) * length) for b in range(count)]
+    elif case.offsets is None:
+        bounds = []
+    else:
+        last = bool(case.kwargs.get("include_last_offset", False))
+        starts = list(case.offsets[:-1] if last else case.offsets)
+        end = case.offsets[-1] if last and case.offsets else len(values)
+        bounds = list(zip(starts, [*starts[1:], end], strict=True)) if starts else []
+    padding = _padding(case)
+    return [[i for i in values[lo:hi] if i != padding] for lo, hi in bounds]
+
+
+def _ids_after_the_last_offset(case: EmbeddingBagCase) -> bool:
+    """``include_last_offset`` with ids after ``offsets[-1]``: ids that belong to no bag."""
+    offsets = case.offsets
+    if not case.kwargs.get("include_last_offset") or not offsets or len(case.ids.shape) != 1:
+        return False
+    return offsets[-1] < case.ids.shape[0]
+
+
+# --- the predicates ---------------------------------------------------------------------------
+
+
+def _sparse_padding_0d(case: Case, backward: bool) -> bool:
+    return (
+        isinstance(case, EmbeddingCase)
+        and backward
+        and case.ids.shape == ()
+        and bool(case.kwargs.get("sparse"))
+        and _padding(case) is not None
+    )
+
+
+def _scale_grad_mixed_counts(case: Case, backward: bool) -> bool:
+    """A dense ``scale_grad_by_freq`` backward over ids with a repeated id beside another.
+
+    All ids count, ``padding_idx`` included: torch sorts them all before scaling.
+    """
+    if not isinstance(case, EmbeddingBagCase) or not backward or case.mode == "max":
+        return False
+    if not case.kwargs.get("scale_grad_by_freq") or case.kwargs.get("sparse"):
+        return False
+    ids = case.ids.values
+    return 1 < len(set(ids)) < len(ids)
+
+
+def _last_offset_mean(case: Case, backward: bool) -> bool:
+    return (
+        isinstance(case, EmbeddingBagCase)
+        and case.mode == "mean"
+        and _ids_after_the_last_offset(case)
+    )
+
+
+def _last_offset_sum_max(case: Case, backward: bool) -> bool:
+    return (
+        isinstance(case, EmbeddingBagCase)
+        and case.mode in ("sum", "max")
+        and _ids_after_the_last_offset(case)
+    )
+
+
+def _max_nan_after_the_first(case: Case, backward: bool) -> bool:
+    """A ``max`` bag holds a NaN in some column, in a row other than its first id's.
+
+    The rows are read as ``max`` reads them: after ``max_norm`` (which turns an infinite entry
+    into NaN).
+    """
+    if not isinstance(case, EmbeddingBagCase) or case.mode != "max":
+        return False
+    bags = [bag for bag in _bags(case) if len(bag) > 1]
+    if not bags:
+        return False
+    table = case.weight.values()
+    max_norm = case.kwargs.get("max_norm")
+    norm_type = float(case.kwargs.get("norm_type", 2.0))
+    for bag in bags:
+        nan = referenced_rows(table, bag, max_norm, norm_type).isnan()
+        if bool((nan[1:].any(dim=0) & ~nan[0]).any()):
+            return True
+    return False
+
+
+def _decreasing_offsets(case: Case, backward: bool) -> bool:
+    if not isinstance(case, EmbeddingBagCase) or case.offsets is None:
+        return False
+    return any(b < a for a, b in itertools.pairwise(case.offsets))
+
+
+def _2d_input_without_columns(case: Case, backward: bool) -> bool:
+    return (
+        isinstance(case, EmbeddingBagCase) and len(case.ids.shape) == 2 and case.ids.shape[1] == 0
+    )
+
+
+#: The defects of ``F.embedding`` and ``F.embedding_bag`` that a verification can reach, each
+#: pinned by a strict ``xfail`` in the package's tests (``tests/test_counterexamples.py``,
+#: ``tests/test_bag.py``, ``tests/test_properties_bag.py``). A case can have the shape of two;
+#: the first match wins, so they are in the order the engine judges a call: bad input accepted,
+#: then the forward, then the gradient. Left out: the double backward of ``F.embedding`` on
+#: empty ids (no verifier takes second derivatives), zero bags followed by ids under
+#: ``include_last_offset`` (a segmentation fault: the strategies never draw it), and the
+#: DTensor defects (the sharded verifier's, not an in-process replay's).
+TORCH_DEFECTS: tuple[TorchDefect, ...] = (
+    TorchDefect(
+        id="embedding-sparse-padding-0d-ids",
+        summary="the sparse backward of F.embedding with padding_idx raises 'too many indices "
+        "for tensor of dimension 0' on 0-d ids (a (1,)-shaped id works)",
+        reference=_NO_ISSUE,
+        affected=_SEEN,
+        kind="embedding",
+        predicate=_sparse_padding_0d,
+    ),
+    TorchDefect(
+        id="bag-decreasing-offsets-accepted",
+        summary="decreasing offsets are not refused on the CPU: mode='max' returns a result "
+        "(sum and mean refuse them)",
+        reference=_issue(55549),
+        affected=_SEEN,
+        kind="bag",
+        predicate=_decreasing_offsets,
+    ),
+    TorchDefect(
+        id="bag-2d-input-without-columns",
+        summary="a 2-D input of shape (B, 0) raises 'step must be nonzero' instead of giving B "
+        "empty bags",
+        reference=_NO_ISSUE,
+        affected=_SEEN,
+        kind="bag",
+        predicate=_2d_input_without_columns,
+    ),
+    TorchDefect(
+        id="bag-include-last-offset-mean",
+        summary="with include_last_offset and ids after offsets[-1], mean divides the last bag "
+        "by len(input) - offsets[-2], counting ids that belong to no bag",
+        reference=_issue(52851),
+        affected=_SEEN,
+        kind="bag",
+        predicate=_last_offset_mean,
+    ),
+    TorchDefect(
+        id="bag-include-last-offset-sum-max",
+        summary="with include_last_offset and ids after offsets[-1], max (and sum with "
+        "padding_idx) takes those ids into the last bag, and sum's backward writes "
+        "uninitialised values into their rows",
+        reference=_issue(191965),
+        affected=_SEEN,
+        kind="bag",
+        predicate=_last_offset_sum_max,
+    ),
+    TorchDefect(
+        id="bag-max-nan-only-first",
+        summary="mode='max' keeps a NaN only when it comes first in its bag; a later NaN is "
+        "skipped, unlike torch.amax",
+        reference=_NO_ISSUE,
+        affected=_SEEN,
+        kind="bag",
+        predicate=_max_nan_after_the_first,
+    ),
+    TorchDefect(
+        id="bag-scale-grad-by-freq-count",
+        summary="with scale_grad_by_freq, the CPU backward divides a row's gradient by another "
+        "row's count (counts[indices[i]] with i the unique-group counter)",
+        reference=_issue(190063),
+        affected=_SEEN,
+        kind="bag",
+        predicate=_scale_grad_mixed_counts,
+    ),
+)
+
+
+# --- the decision -----------------------------------------------------------------------------
+
+
+def _torch_fails(
+    fn: Callable[..., Any], case: Case, oracle: OracleFactory, backward: bool
+) -> bool | None:
+    """Whether ``fn`` fails ``case`` in the engine; ``None`` when the replay itself broke."""
+    try:
+        # Grad mode on: a caller under no_grad must not make torch's output look disconnected.
+        with preserved_global_state(), warnings.catch_warnings(), torch.enable_grad():
+            warnings.simplefilter("ignore")
+            check_case(fn, case, oracle, backward=backward)
+    except EquivalenceError:
+        return True
+    except Exception:  # the oracle or the case broke: no verdict on torch
+        return None
+    return False
+
+
+def torch_defect_behind(
+    case: EmbeddingCase | EmbeddingBagCase, backward: bool
+) -> TorchDefect | None:
+    """The torch defect behind a failing case, decided by replaying torch on it.
+
+    Args:
+        case: the minimal failing case of a verification.
+        backward: whether the verification checked gradients (as it ran).
+
+    Returns:
+        ``None`` when torch's own function passes the case (or the replay could not run):
+        the failure is the candidate's. Otherwise the first entry of :data:`TORCH_DEFECTS`
+        whose predicate matches the case, or, when none does, an entry made for this case
+        whose reference is ``"not in the table"``.
+    """
+    kind: Literal["embedding", "bag"]
+    fn: Callable[..., Any]
+    oracle: OracleFactory
+    if isinstance(case, EmbeddingBagCase):
+        kind, fn, oracle = "bag", F.embedding_bag, BagOracle.for_call
+    elif isinstance(case, EmbeddingCase):
+        kind, fn, oracle = "embedding", F.embedding, EmbeddingOracle.for_call
+    else:
+        return None
+    if not _torch_fails(fn, case, oracle, backward):
+        return None
+    for defect in TORCH_DEFECTS:
+        if defect.kind != kind:
+            continue
+        try:
+            if defect.predicate(case, backward):
+                return defect
+        except Exception:  # a predicate that cannot read the case does not match it
+            continue
+    return TorchDefect(
+        id=f"{kind}-unlisted",
+        summary="a defect that this package's table does not list yet",
+        reference=NOT_IN_TABLE,
+        affected=torch.__version__,
+        kind=kind,
+        predicate=lambda c, b: True,
+    )
+
+
+def describe(defect: TorchDefect) -> str:
+    """The sentence a report adds for ``defect``.
+
+    Args:
+        defect: what :func:`torch_defect_behind` returned.
+
+    Returns:
+        E.g. ``"torch's own F.embedding_bag fails this case too: this is a torch defect, not
+        your kernel's: <summary> (<reference>; seen in torch <affected>)"``.
+    """
+    return (
+        f"torch's own {defect.function} fails this case too: this is a torch defect, not your "
+        f"kernel's: {defect.summary} ({defect.reference}; seen in torch {defect.affected})"
+    )

@@ -98,8 +98,7 @@ def test_gradcheck_and_gradgradcheck(form: Callable[..., Any], case: ees.Embeddi
         return form(ids, w)
 
     assert torch.autograd.gradcheck(fn, (weight,))
-    if form is not ee.sparse_matmul_embedding:  # torch.sparse.mm has no double backward
-        assert torch.autograd.gradgradcheck(fn, (weight,))
+    assert torch.autograd.gradgradcheck(fn, (weight,))
 
 
 @given(case=ees.embedding_cases(device="meta", options=("padding_idx",)))

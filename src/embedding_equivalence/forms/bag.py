@@ -14,7 +14,8 @@ torch 2.13):
 - Bag ``b`` holds ``input[offsets[b]:offsets[b + 1]]`` (the last bag runs to the end of
   ``input``; with ``include_last_offset=True`` to ``offsets[-1]``, and the ids after it belong
   to no bag). A 2-D input ``(B, L)`` is ``B`` bags of ``L`` ids.
-- An empty bag, or one that holds only ``padding_idx``, gives a row of zeros in every mode.
+- An empty bag, or one that holds only ``padding_idx``, gives a row of zeros in every mode,
+  and passes no gradient: a non-finite upstream gradient of it reaches no row.
 - ``padding_idx`` entries are left out of the reduction, of ``mean``'s count, of ``max``'s
   candidates and of ``per_sample_weights``; the padding row gets no gradient.
 - ``max_norm`` renormalises, in place, every row referenced anywhere in ``input`` (padding ids
@@ -30,7 +31,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from .renorm import grad_row_scale, renorm_rows_
+from .renorm import GradRowScale, grad_row_scale, renorm_rows_
 from .validation import (
     check_bag_sparse,
     check_embedding_args,
@@ -251,7 +252,7 @@ def lookup_embedding_bag(
     bags = _bags(input, offsets, per_sample_weights, include_last_offset)
     if max_norm is not None:
         with torch.no_grad():  # what F.embedding_bag does, over the whole input
-            torch.embedding_renorm_(weight, bags.ids, max_norm, norm_type)
+            torch.embedding_renorm_(weight.detach(), bags.ids, max_norm, norm_type)
     ids = bags.ids[: bags.end]
     w = grad_row_scale(weight, ids.long(), None, scale_grad_by_freq)
     weights = None if bags.weights is None else bags.weights[: bags.end]
@@ -297,6 +298,13 @@ def matmul_embedding_bag(
     bag's rows, ``weight[ids]``, followed by a per-bag maximum (``scatter_reduce``); the
     gradient of each bag and dimension goes to the first id that attains the maximum, as in
     ``F.embedding_bag``.
+
+    Every autograd mode works, beyond ``F.embedding_bag`` (which has no forward mode and no
+    double backward): reverse and forward mode (the tangent of ``sum``/``mean`` is
+    ``M @ tangent``; of ``max``, the tangent at each bag's first maximum), double backward, and
+    ``torch.func.grad``, ``jvp``, ``jacrev``, ``jacfwd`` and ``vmap`` over a batch of tables,
+    all without a loop fallback. ``max_norm``'s renorm is outside autograd (the tangent is not
+    rescaled), as in ``F.embedding``.
 
     Same semantics, options and errors as :func:`lookup_embedding_bag` (without ``sparse``).
     With finite weights, ``sum`` and ``mean`` equal ``F.embedding_bag`` bit for bit whenever
@@ -371,10 +379,25 @@ def matmul_embedding_bag(
     if mode == "max":
         return _bag_max(w[ids], bag_index, num_bags)
     counts = bag_count_matrix(bag_index, ids, num_bags, num_embeddings, weight.dtype, weights)
+    # The number of counted ids of each bag (an index_add, not bincount: it runs on meta too).
+    sizes = bag_index.new_zeros(num_bags).index_add_(0, bag_index, torch.ones_like(bag_index))
     out = counts @ w
-    if mode == "sum":
+    if mode == "mean":
+        # Divide in float32 (float64 for float64), as torch does, and round once.
+        opmath = torch.float64 if weight.dtype == torch.float64 else torch.float32
+        out = (out.to(opmath) / sizes.clamp(min=1).to(opmath)[:, None]).to(weight.dtype)
+    return _stop_empty_bag_grad(out, sizes)
+
+
+def _stop_empty_bag_grad(out: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
+    """Identity forward; zeroes the upstream gradient of bags that hold no counted id.
+
+    ``F.embedding_bag`` gives an empty bag, or one of padding ids only, no gradient at all.
+    The product's table gradient ``M^T @ G`` would let a non-finite ``G[b]`` of such a bag
+    reach every row (``0 * nan = nan``); masking it first keeps it out, as in torch.
+    """
+    if not out.requires_grad or out.device.type == "meta":
         return out
-    # mean: divide in float32 (float64 for float64), as torch does, and round once.
-    opmath = torch.float64 if weight.dtype == torch.float64 else torch.float32
-    sizes = torch.bincount(bag_index, minlength=num_bags).clamp(min=1).to(opmath)
-    return (out.to(opmath) / sizes[:, None]).to(weight.dtype)
+    masked = GradRowScale.apply(out, None, sizes > 0)
+    assert isinstance(masked, torch.Tensor)
+    return masked

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .renorm import prepare_call
+from .renorm import grad_row_scale, prepare_call, renorm_rows_
 from .validation import check_embedding_args, check_ids_in_range
 
 __all__ = ["index_select_embedding", "indexing_embedding", "lookup_embedding"]
@@ -74,6 +74,16 @@ def lookup_embedding(
             f"scaled gradient, or scale_grad_by_freq=False"
         )
     check_ids_in_range(input, weight.shape[0], fn)
+    if scale_grad_by_freq:
+        # torch <= 2.13: F.embedding's double backward ignores scale_grad_by_freq. The same
+        # scale as a differentiable rule on the table's gradient has the right one (the renorm
+        # first: it writes the table in place, which a view with a gradient rule may not take).
+        flat = input.reshape(-1).long()
+        if max_norm is not None:
+            renorm_rows_(weight, flat, max_norm, norm_type)
+            max_norm = None
+        weight = grad_row_scale(weight, flat, None, True)
+        scale_grad_by_freq = False
     if input.numel() == 0 and not sparse:
         # torch <= 2.13: the double backward of F.embedding fails on empty ids ("cannot
         # reshape tensor of 0 elements into shape [0, -1]"); an empty slice of the table is

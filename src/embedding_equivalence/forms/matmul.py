@@ -1,19 +1,30 @@
 """Matmul forms: the embedding as a product with a one-hot matrix, ``one_hot(ids, V) @ W``.
 
 None of these calls an embedding kernel. ``padding_idx`` and ``scale_grad_by_freq`` become a
-mask and a per-row scale on the weight's gradient, which is the same as masking and scaling the
-columns of the one-hot in ``one_hot^T @ G``; ``max_norm`` rescales the referenced rows in place
-before the product, as ``F.embedding`` does.
+mask and a per-row division of the weight's gradient, which is the same as masking and scaling
+the columns of the one-hot in ``one_hot^T @ G``; the upstream gradient of a padding position is
+also zeroed before the product sees it (:func:`~.renorm.stop_padding_grad`), so that a
+non-finite value there reaches no row (``0 * nan = nan``), as in ``F.embedding``. ``max_norm``
+rescales the referenced rows in place before the product, outside autograd (forward mode
+included), as ``F.embedding`` does.
+
+Every autograd mode of ``F.embedding`` works: reverse and forward mode, double backward, and
+``torch.func.grad``, ``jvp``, ``jacrev``, ``jacfwd`` and ``vmap`` (over a batch of tables).
+The sparse product has no forward-mode formula in torch (``_sparse_addmm``), so
+:func:`sparse_matmul_embedding` multiplies through :class:`SparseProduct`, which has one.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 
-from .renorm import prepare_call
+from .renorm import prepare_product_call, stop_padding_grad
 
 __all__ = [
+    "SparseProduct",
     "dense_one_hot",
     "linear_embedding",
     "matmul_embedding",
@@ -65,6 +76,74 @@ def sparse_one_hot(ids: torch.Tensor, num_classes: int, dtype: torch.dtype) -> t
     )
 
 
+class SparseProduct(torch.autograd.Function):
+    """``torch.sparse.mm(matrix, dense)`` for a constant sparse ``matrix``, in every autograd mode.
+
+    ``torch.sparse.mm`` has a backward but no forward-mode formula (``_sparse_addmm``) and no
+    batching rule, so ``jvp``, ``jacfwd`` and ``vmap`` of it fail or fall back to a loop. The
+    product is linear in ``dense``, so every derivative is again a sparse product:
+
+    - backward: ``grad_dense = matrix^T @ grad`` (dense, ``O(nnz * D)``), itself a
+      ``SparseProduct``, so double backward works;
+    - forward mode: ``tangent_out = matrix @ tangent_dense``;
+    - vmap over ``dense`` (a batch of tables, or the batched gradients and tangents of
+      ``jacrev``/``jacfwd``): the batch is moved into the columns, ``(K, B * D)``, and
+      multiplied once, which computes every entry exactly as the unbatched product does.
+
+    The forward is ``torch.sparse.mm`` itself: same values, same cost.
+    """
+
+    @staticmethod
+    def forward(matrix: torch.Tensor, dense: torch.Tensor) -> torch.Tensor:
+        """``matrix @ dense`` (``(N, K)`` sparse COO times ``(K, D)`` strided)."""
+        return torch.sparse.mm(matrix, dense)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
+        """Keep the sparse matrix for the backward and forward-mode passes."""
+        matrix, _ = inputs
+        ctx.save_for_backward(matrix)
+        ctx.save_for_forward(matrix)
+
+    @staticmethod
+    def backward(ctx: Any, *grad_outputs: torch.Tensor) -> tuple[None, torch.Tensor]:
+        """``matrix^T @ grad``, a sparse product again (differentiable: double backward)."""
+        (grad,) = grad_outputs
+        (matrix,) = ctx.saved_tensors
+        out = SparseProduct.apply(matrix.t(), grad)
+        assert isinstance(out, torch.Tensor)
+        return None, out
+
+    @staticmethod
+    def jvp(ctx: Any, *tangents: Any) -> torch.Tensor:
+        """``matrix @ tangent``: the product is linear in ``dense``."""
+        (matrix,) = ctx.saved_tensors
+        out = SparseProduct.apply(matrix, tangents[1])
+        assert isinstance(out, torch.Tensor)
+        return out
+
+    @staticmethod
+    def vmap(info: Any, in_dims: tuple[int | None, ...], *args: Any) -> tuple[torch.Tensor, int]:
+        """A batch of ``dense`` as the columns of one product; the sparse matrix is shared.
+
+        Raises:
+            NotImplementedError: ``matrix`` is batched (vmap over the ids of a sparse
+                product): a sparse COO tensor has no batch dimension in ``torch.func``.
+        """
+        matrix, dense = args
+        matrix_dim, dense_dim = in_dims
+        if matrix_dim is not None or dense_dim is None:
+            raise NotImplementedError(
+                "SparseProduct: vmap over the sparse matrix (the ids of sparse_matmul_embedding) "
+                "is not supported; vmap over the table, or use matmul_embedding or "
+                "lookup_embedding"
+            )
+        batched = dense.movedim(dense_dim, 1)  # (K, B, *rest)
+        out = SparseProduct.apply(matrix, batched.flatten(1))
+        assert isinstance(out, torch.Tensor)
+        return out.reshape(matrix.shape[0], *batched.shape[1:]), 1
+
+
 def matmul_embedding(
     input: torch.Tensor,
     weight: torch.Tensor,
@@ -84,7 +163,8 @@ def matmul_embedding(
     Args:
         input: int64 or int32 ids of any shape ``(*batch)``, each in ``[0, V)``.
         weight: ``(V, D)`` floating table, contiguous or strided, on the ids' device.
-        padding_idx: row that receives no gradient; negative values count from the end.
+        padding_idx: row that receives no gradient; negative values count from the end. A
+            padding position passes no gradient at all, not even a non-finite one.
         max_norm: if given, rows referenced by ``input`` with a larger ``norm_type``-norm are
             rescaled **in place** to norm ``max_norm`` before the product (as ``F.embedding``).
         norm_type: the ``p`` of the p-norm for ``max_norm``.
@@ -108,9 +188,10 @@ def matmul_embedding(
                 [0., 1.]])
     """
     options = (padding_idx, max_norm, norm_type, scale_grad_by_freq)
-    flat, w = prepare_call(input, weight, options, "matmul_embedding", dense_one_hot=True)
-    one_hot = dense_one_hot(flat, weight.shape[0], weight.dtype)
-    return (one_hot @ w).reshape(*input.shape, weight.shape[1])
+    call = prepare_product_call(input, weight, options, "matmul_embedding", dense_one_hot=True)
+    one_hot = dense_one_hot(call.flat, weight.shape[0], weight.dtype)
+    out = stop_padding_grad(one_hot @ call.weight, call.flat, call.padding)
+    return out.reshape(*input.shape, weight.shape[1])
 
 
 def linear_embedding(
@@ -147,9 +228,10 @@ def linear_embedding(
         IndexError: see :func:`lookup_embedding`.
     """
     options = (padding_idx, max_norm, norm_type, scale_grad_by_freq)
-    flat, w = prepare_call(input, weight, options, "linear_embedding", dense_one_hot=True)
-    one_hot = dense_one_hot(flat, weight.shape[0], weight.dtype)
-    return F.linear(one_hot, w.t()).reshape(*input.shape, weight.shape[1])
+    call = prepare_product_call(input, weight, options, "linear_embedding", dense_one_hot=True)
+    one_hot = dense_one_hot(call.flat, weight.shape[0], weight.dtype)
+    out = stop_padding_grad(F.linear(one_hot, call.weight.t()), call.flat, call.padding)
+    return out.reshape(*input.shape, weight.shape[1])
 
 
 def sparse_matmul_embedding(
@@ -164,8 +246,10 @@ def sparse_matmul_embedding(
 
     The one-hot is a sparse COO matrix with ``N`` stored ones, so the product costs what a
     lookup costs (``O(N * D)``), whatever ``V`` is; nothing of size ``N * V`` is built.
-    The gradient of ``weight`` is dense (``one_hot^T @ G``). Same forward guarantees and errors
-    as :func:`matmul_embedding`, without the memory refusal.
+    The gradient of ``weight`` is dense (``one_hot^T @ G``); forward mode, double backward and
+    the ``torch.func`` transforms work through :class:`SparseProduct`, whose derivatives are
+    sparse products too. Same forward guarantees and errors as :func:`matmul_embedding`,
+    without the memory refusal.
 
     Args:
         input: int64 or int32 ids of any shape ``(*batch)``, each in ``[0, V)``.
@@ -185,6 +269,9 @@ def sparse_matmul_embedding(
         IndexError: see :func:`lookup_embedding`.
     """
     options = (padding_idx, max_norm, norm_type, scale_grad_by_freq)
-    flat, w = prepare_call(input, weight, options, "sparse_matmul_embedding", dense_one_hot=False)
-    one_hot = sparse_one_hot(flat, weight.shape[0], weight.dtype)
-    return torch.sparse.mm(one_hot, w).reshape(*input.shape, weight.shape[1])
+    call = prepare_product_call(input, weight, options, "sparse_matmul_embedding")
+    one_hot = sparse_one_hot(call.flat, weight.shape[0], weight.dtype)
+    product = SparseProduct.apply(one_hot, call.weight)
+    assert isinstance(product, torch.Tensor)
+    out = stop_padding_grad(product, call.flat, call.padding)
+    return out.reshape(*input.shape, weight.shape[1])

@@ -24,6 +24,10 @@ class MatmulEmbedding(nn.Module):
 
     The forward calls :func:`~embedding_equivalence.matmul_embedding`, so it builds a dense
     ``(N, V)`` one-hot: use it to study or test the equivalence, not to train a large vocabulary.
+    It matches ``nn.Embedding`` under every autograd mode: reverse and forward mode, double
+    backward, and the ``torch.func`` transforms (``grad``, ``jvp``, ``jacrev``, ``jacfwd``,
+    ``vmap`` over tables) through ``torch.func.functional_call(module, {"weight": w}, (ids,))``;
+    a padding position gets no gradient at all, even a non-finite one.
 
     Args:
         num_embeddings: ``V``, the size of the vocabulary.

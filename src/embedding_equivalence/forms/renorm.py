@@ -3,20 +3,37 @@
 ``F.embedding`` implements two of its options inside its backward kernel (``padding_idx``
 and ``scale_grad_by_freq``) and one as an in-place side effect before the lookup
 (``max_norm``). The hand-written forms in this package express the first two as a mask and a
-per-row scale applied to the gradient of the weight (:class:`GradRowScale`), and the third
-as :func:`renorm_rows_`, an in-place rescaling of the referenced rows that reproduces
+per-row division applied to a gradient (:class:`GradRowScale`: on the weight's rows with
+:func:`grad_row_scale`, on the output's rows with :func:`stop_padding_grad`), and the third as
+:func:`renorm_rows_`, an in-place rescaling of the referenced rows that reproduces
 ``torch.embedding_renorm_`` bit for bit on the CPU.
+
+Every autograd mode that ``F.embedding`` supports works here too: :class:`GradRowScale` has a
+``setup_context``, a ``jvp`` and a generated vmap rule (so ``torch.func.grad``, ``jvp``,
+``jacrev``, ``jacfwd`` and ``vmap`` accept it), its backward is made of differentiable
+operations (double backward), and the renorm writes through ``weight.detach()`` with tensor
+operations only, as ``F.embedding`` does: the tangent of a dual table is not rescaled, and a
+batch of tables under ``vmap`` is renormalized table by table.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
 from .validation import check_embedding_args, check_ids_in_range, check_one_hot_fits
 
-__all__ = ["GradRowScale", "grad_row_scale", "prepare_call", "renorm_rows_", "scale_rows_"]
+__all__ = [
+    "GradRowScale",
+    "PreparedCall",
+    "grad_row_scale",
+    "prepare_call",
+    "prepare_product_call",
+    "renorm_rows_",
+    "scale_rows_",
+    "stop_padding_grad",
+]
 
 
 def renorm_rows_(
@@ -26,13 +43,17 @@ def renorm_rows_(
 
     Each referenced row ``r`` with ``||r||_p > max_norm`` becomes
     ``r * (max_norm / (||r||_p + 1e-7))``, exactly as ``torch.embedding_renorm_`` does
-    (``F.embedding`` calls it when ``max_norm`` is given). The change is made under
-    ``torch.no_grad()``: it is not part of the autograd graph, and the caller's ``weight``
+    (``F.embedding`` calls it when ``max_norm`` is given). As in ``F.embedding`` the change is
+    made through ``weight.detach()``: it is not part of the autograd graph (neither backward
+    nor forward mode: the tangent of a dual table is not rescaled), and the caller's ``weight``
     is modified, which is the documented side effect of ``max_norm``.
 
-    On the CPU the rows are processed one by one with the norm rounded to the weight's dtype
-    and the scale applied as a scalar, which is what torch's CPU kernel does, so the result is
-    identical bit for bit. On other devices the same formula is applied to all rows at once.
+    On the CPU the norm of each row is taken row by row and the scale is rounded to the
+    weight's dtype before the product, which is what torch's CPU kernel does (``row *= scale``
+    with a double ``scale``), so the result is identical bit for bit. On other devices the
+    norms are taken all at once and the scale is applied as in :func:`scale_rows_`. Only tensor
+    operations touch the values (no ``.item()``), so a batch of tables under
+    ``torch.func.vmap`` is renormalized table by table.
 
     Args:
         weight: ``(V, D)`` floating table, modified in place.
@@ -42,17 +63,15 @@ def renorm_rows_(
     """
     if weight.device.type == "meta" or ids.numel() == 0:
         return
+    table = weight.detach()
     with torch.no_grad():
         unique = torch.unique(ids.reshape(-1))
-        if weight.device.type == "cpu":
-            for i in unique.tolist():
-                row = weight[i]
-                norm = torch.linalg.vector_norm(row, norm_type).item()
-                if norm > max_norm:
-                    torch.ops.aten.mul_.Scalar(row, max_norm / (norm + 1e-7))
+        if table.device.type == "cpu":
+            norms = [torch.linalg.vector_norm(table[i], norm_type) for i in unique.tolist()]
+            _rescale_rows_(table, unique, torch.stack(norms), max_norm, table.dtype)
             return
-        norms = torch.linalg.vector_norm(weight.index_select(0, unique), norm_type, dim=1)
-        scale_rows_(weight, unique, norms, max_norm)
+        norms = torch.linalg.vector_norm(table.index_select(0, unique), norm_type, dim=1)
+    scale_rows_(table, unique, norms, max_norm)
 
 
 def scale_rows_(
@@ -62,7 +81,8 @@ def scale_rows_(
 
     Row ``r`` becomes ``r * (max_norm / (norm + 1e-7))``, computed in float32 (float64 for a
     float64 table) and rounded once to the table's dtype. The norms are given so that a caller
-    holding a block of columns can pass the whole row's norm, reduced over ranks.
+    holding a block of columns can pass the whole row's norm, reduced over ranks. The write
+    goes through ``weight.detach()`` (outside autograd, forward mode included).
 
     Args:
         weight: ``(V, D)`` floating table, modified in place (outside autograd).
@@ -70,40 +90,84 @@ def scale_rows_(
         norms: ``(len(rows),)`` norms of those rows.
         max_norm: the largest norm a row may keep.
     """
+    opmath = torch.float64 if weight.dtype == torch.float64 else torch.float32
+    _rescale_rows_(weight.detach(), rows, norms, max_norm, opmath)
+
+
+def _rescale_rows_(
+    table: torch.Tensor,
+    rows: torch.Tensor,
+    norms: torch.Tensor,
+    max_norm: float,
+    scale_dtype: torch.dtype,
+) -> None:
+    """``table[rows] *= scale`` where the norm exceeds ``max_norm``, the scale in ``scale_dtype``.
+
+    The scale ``max_norm / (norm + 1e-7)`` is formed in float64, rounded to ``scale_dtype``,
+    and multiplied in float32 (float64 for a float64 table); the product is rounded once to
+    the table's dtype. ``index_put_`` (not ``index_copy_``) so that ``vmap`` has a batching
+    rule for the write.
+    """
     with torch.no_grad():
         norms = norms.to(torch.float64)
-        scale = torch.where(norms > max_norm, max_norm / (norms + 1e-7), torch.ones_like(norms))
-        opmath = torch.float64 if weight.dtype == torch.float64 else torch.float32
-        selected = weight.index_select(0, rows).to(opmath)
-        weight.index_copy_(0, rows, (selected * scale.to(opmath)[:, None]).to(weight.dtype))
+        # A true division (``max_norm / tensor`` would be a reciprocal times max_norm: two
+        # roundings), so that the scale is torch's ``max_norm / (norm + 1e-7)`` in double.
+        quotient = torch.full_like(norms, max_norm) / (norms + 1e-7)
+        scale = torch.where(norms > max_norm, quotient, torch.ones_like(norms))
+        opmath = torch.float64 if table.dtype == torch.float64 else torch.float32
+        selected = table.index_select(0, rows).to(opmath)
+        scaled = selected * scale.to(scale_dtype).to(opmath)[:, None]
+        table.index_put_((rows,), scaled.to(table.dtype))
 
 
 class GradRowScale(torch.autograd.Function):
-    """Identity in the forward pass; multiplies row ``v`` of the incoming gradient by ``scale[v]``.
+    """Identity in the forward pass; divides row ``k`` of the gradient by ``counts[k]``.
 
     Rows where ``keep`` is False get an exact zero (``where``, not a multiplication, so that a
-    non-finite gradient cannot leak ``0 * inf = nan`` into a padding row). The backward is made of
-    differentiable operations, so double backward works.
+    non-finite gradient cannot leak ``0 * inf = nan`` into a masked row). ``counts`` (float64)
+    or ``keep`` may be ``None``. Applied to a table the rows are the table's rows; applied to
+    an output ``(N, D)`` they are the positions.
+
+    Forward mode: the identity's tangent is the input's tangent, unscaled and unmasked (as
+    ``F.embedding``'s, whose options touch only the gradient). The backward is made of
+    differentiable operations (double backward works: its derivative divides and masks the
+    same rows), and ``setup_context`` plus a generated vmap rule make the function usable
+    under ``torch.func.grad``, ``jvp``, ``jacrev``, ``jacfwd`` and ``vmap``.
     """
+
+    generate_vmap_rule = True
 
     @staticmethod
     def forward(
-        ctx: Any, weight: torch.Tensor, scale: torch.Tensor | None, keep: torch.Tensor | None
+        rows: torch.Tensor, counts: torch.Tensor | None, keep: torch.Tensor | None
     ) -> torch.Tensor:
-        """Return ``weight`` unchanged (as a view) and remember the scale and mask."""
-        ctx.scale = scale
-        ctx.keep = keep
-        return weight.view_as(weight)
+        """Return ``rows`` unchanged (as a view)."""
+        return rows.view_as(rows)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
+        """Remember the counts and the mask for the backward pass."""
+        _, counts, keep = inputs
+        ctx.save_for_backward(counts, keep)
 
     @staticmethod
     def backward(ctx: Any, *grad_outputs: torch.Tensor) -> tuple[torch.Tensor, None, None]:
-        """Scale and mask the rows of the weight's gradient."""
+        """Divide and mask the rows of the gradient."""
         (grad,) = grad_outputs
-        if ctx.scale is not None:
-            grad = (grad.to(torch.float64) * ctx.scale[:, None]).to(grad.dtype)
-        if ctx.keep is not None:
-            grad = torch.where(ctx.keep[:, None], grad, torch.zeros_like(grad))
+        counts, keep = ctx.saved_tensors
+        if counts is not None:
+            # A division (not a product with 1 / count): in float64 its double backward is
+            # the correctly rounded T / count, the exact answer.
+            grad = (grad.to(torch.float64) / counts[:, None]).to(grad.dtype)
+        if keep is not None:
+            grad = torch.where(keep[:, None], grad, torch.zeros_like(grad))
         return grad, None, None
+
+    @staticmethod
+    def jvp(ctx: Any, *tangents: Any) -> torch.Tensor:
+        """The identity's tangent: the input's tangent (as a view, like the output)."""
+        rows_t = tangents[0]
+        return rows_t.view_as(rows_t)
 
 
 def grad_row_scale(
@@ -112,9 +176,9 @@ def grad_row_scale(
     """Apply ``padding_idx`` and ``scale_grad_by_freq`` to the gradient of ``weight``.
 
     With neither option this returns ``weight`` itself. Otherwise it returns a view whose
-    gradient is scaled per row: ``1 / count(v)`` with ``scale_grad_by_freq`` (``count(v)`` is
-    how often ``v`` occurs in ``flat_ids``) and ``0`` for the padding row. Forward values are
-    untouched.
+    gradient is divided per row: by ``count(v)`` with ``scale_grad_by_freq`` (``count(v)`` is
+    how often ``v`` occurs in ``flat_ids``), and set to ``0`` for the padding row. Forward
+    values and forward-mode tangents are untouched.
 
     Args:
         weight: ``(V, D)`` table.
@@ -130,17 +194,92 @@ def grad_row_scale(
     if not weight.requires_grad or weight.device.type == "meta":
         return weight  # no gradient to shape (meta tensors carry no values)
     num_embeddings = weight.shape[0]
-    scale = None
+    counts = None
     keep = None
     if scale_grad_by_freq:
         counts = torch.bincount(flat_ids, minlength=num_embeddings).to(torch.float64)
-        scale = 1.0 / counts.clamp(min=1.0)  # rows that do not occur have a zero gradient
+        counts = counts.clamp(min=1.0)  # rows that do not occur have a zero gradient anyway
     if padding_idx is not None:
         keep = torch.ones(num_embeddings, dtype=torch.bool, device=weight.device)
         keep[padding_idx] = False
-    out = GradRowScale.apply(weight, scale, keep)
+    out = GradRowScale.apply(weight, counts, keep)
     assert isinstance(out, torch.Tensor)
     return out
+
+
+def stop_padding_grad(
+    out: torch.Tensor, flat_ids: torch.Tensor, padding: int | None
+) -> torch.Tensor:
+    """Identity forward; zeroes the upstream gradient of the positions whose id is ``padding``.
+
+    ``F.embedding`` gives a padding position no gradient at all. A product form computes the
+    table's gradient as ``one_hot^T @ G``, where a non-finite ``G[n]`` at a padding position
+    would reach every row through ``0 * nan = nan``; masking the rows of ``G`` (a ``where``)
+    before the product sees them keeps it out, as in torch. Forward values and tangents are
+    untouched.
+
+    Args:
+        out: ``(N, D)`` output rows, one per position of ``flat_ids``.
+        flat_ids: ``(N,)`` int64 ids.
+        padding: the padding row, non-negative (as :func:`prepare_product_call` returns it),
+            or ``None``.
+
+    Returns:
+        ``out``, or a view of it whose gradient is zero at the padding positions.
+    """
+    if padding is None or not out.requires_grad or out.device.type == "meta":
+        return out
+    masked = GradRowScale.apply(out, None, flat_ids != padding)
+    assert isinstance(masked, torch.Tensor)
+    return masked
+
+
+class PreparedCall(NamedTuple):
+    """A validated call of a hand-written form, its options applied outside the product."""
+
+    flat: torch.Tensor
+    """The ids as a 1-D int64 tensor."""
+    weight: torch.Tensor
+    """The table to multiply or index: ``weight`` itself, or a view carrying the gradient rule
+    of ``padding_idx`` and ``scale_grad_by_freq`` (:func:`grad_row_scale`)."""
+    padding: int | None
+    """``padding_idx`` mapped into ``[0, V)``, or ``None``."""
+
+
+def prepare_product_call(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    options: tuple[int | None, float | None, float, bool],
+    fn: str,
+    *,
+    dense_one_hot: bool = False,
+) -> PreparedCall:
+    """Validate a call of a hand-written form and apply its options outside the product.
+
+    The checks every form shares (in order: arguments, the dense one-hot's size when there is
+    one, the ids' range), then ``max_norm``'s in-place renorm, then the gradient rule of
+    ``padding_idx`` and ``scale_grad_by_freq`` on the table's rows. A product form also passes
+    its output through :func:`stop_padding_grad` with the returned ``padding``.
+
+    Args:
+        input: the ids.
+        weight: the ``(V, D)`` table.
+        options: ``(padding_idx, max_norm, norm_type, scale_grad_by_freq)`` as passed.
+        fn: the form's name, for the messages.
+        dense_one_hot: the form builds an ``(N, V)`` one-hot: refuse it if it would not fit.
+
+    Returns:
+        The :class:`PreparedCall`.
+    """
+    padding_idx, max_norm, norm_type, scale_grad_by_freq = options
+    padding = check_embedding_args(input, weight, padding_idx, max_norm, norm_type, fn)
+    if dense_one_hot:
+        check_one_hot_fits(input.numel(), weight.shape[0], weight.dtype, weight.device, fn)
+    check_ids_in_range(input, weight.shape[0], fn)
+    flat = input.reshape(-1).long()
+    if max_norm is not None:
+        renorm_rows_(weight, flat, max_norm, norm_type)
+    return PreparedCall(flat, grad_row_scale(weight, flat, padding, scale_grad_by_freq), padding)
 
 
 def prepare_call(
@@ -151,11 +290,7 @@ def prepare_call(
     *,
     dense_one_hot: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Validate a call of a hand-written form and apply its options outside the product.
-
-    The checks every form shares (in order: arguments, the dense one-hot's size when there is
-    one, the ids' range), then ``max_norm``'s in-place renorm, then the gradient rule of
-    ``padding_idx`` and ``scale_grad_by_freq``.
+    """:func:`prepare_product_call` for a form that indexes: ``(flat_ids, weight)``.
 
     Args:
         input: the ids.
@@ -168,12 +303,5 @@ def prepare_call(
         ``(flat_ids, weight)``: the ids as a 1-D int64 tensor, and the table to multiply or
         index (``weight`` itself, or a view of it carrying the gradient rule).
     """
-    padding_idx, max_norm, norm_type, scale_grad_by_freq = options
-    padding = check_embedding_args(input, weight, padding_idx, max_norm, norm_type, fn)
-    if dense_one_hot:
-        check_one_hot_fits(input.numel(), weight.shape[0], weight.dtype, weight.device, fn)
-    check_ids_in_range(input, weight.shape[0], fn)
-    flat = input.reshape(-1).long()
-    if max_norm is not None:
-        renorm_rows_(weight, flat, max_norm, norm_type)
-    return flat, grad_row_scale(weight, flat, padding, scale_grad_by_freq)
+    call = prepare_product_call(input, weight, options, fn, dense_one_hot=dense_one_hot)
+    return call.flat, call.weight

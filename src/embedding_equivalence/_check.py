@@ -479,7 +479,6 @@ def check_case(
     backward: bool = True,
     runner: Runner = run_in_process,
     snippet: Snippet = case_snippet,
-    transforms: Sequence[str] = (),
 ) -> float:
     """Check ``candidate`` on one drawn case: valid ones against the oracle, invalid ones raise.
 
@@ -490,8 +489,6 @@ def check_case(
         backward: also check the gradients.
         runner: how the candidate is run.
         snippet: writes the replay snippet (a runner that is not this process brings its own).
-        transforms: also check these of ``("jvp", "vmap")`` on a valid case, in this process
-            (:mod:`~embedding_equivalence._transforms`).
 
     Returns:
         The largest ``|error| / bound`` (0 when exact).
@@ -517,9 +514,4 @@ def check_case(
     before = call.weight.detach().clone() if "max_norm" in call.kwargs else call.weight.detach()
     oracle = oracle_factory(Call(call.input, before, call.kwargs, call.offsets))
     name = describe_call(candidate, call, weight=before)
-    worst = check_call(candidate, call, oracle, repro, runner=runner, name=name)
-    if transforms:
-        from ._transforms import check_transforms
-
-        check_transforms(candidate, case, oracle_factory, transforms, candidate_source(candidate))
-    return worst
+    return check_call(candidate, call, oracle, repro, runner=runner, name=name)

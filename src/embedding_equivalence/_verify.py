@@ -41,7 +41,7 @@ from ._repro import candidate_name, candidate_source, is_compiled
 from ._sizes import SizeSpec, case_sizes
 from ._torch_defects import describe as describe_defect
 from ._torch_defects import torch_defect_behind
-from ._transforms import check_transforms_argument
+from ._transforms import check_transforms, check_transforms_argument
 from .forms.options import option_applies
 from .oracle import BagOracle, EmbeddingOracle
 
@@ -253,9 +253,12 @@ def run_verification(
         state["current"] = case
         try:
             worst = check_case(
-                candidate, case, oracle_for, backward=backward, runner=runner, snippet=snippet,
-                transforms=transforms,
-            )  # fmt: skip
+                candidate, case, oracle_for, backward=backward, runner=runner, snippet=snippet
+            )
+            if transforms and case.invalid is None:
+                check_transforms(
+                    candidate, case, oracle_for, transforms, candidate_source(candidate)
+                )
         except AssertionError as exc:
             state["failed"] = True
             state["last"] = (case, exc)

@@ -187,35 +187,31 @@ def test_jacrev_equals_torch(form: Form, options: tuple[str, ...]) -> None:
 # --------------------------------------------------------------------------------------------
 
 
+FORWARD_MODES = [
+    pytest.param(forward_ad, "forward_ad", id="dual-numbers"),
+    pytest.param(func_jvp, "torch.func.jvp", id="func-jvp"),
+]
+
+
+@pytest.mark.parametrize(("run", "mode"), FORWARD_MODES)
 @pytest.mark.parametrize(("form", "options"), EMBEDDING_FORMS)
-def test_forward_mode_equals_torch(form: Form, options: tuple[str, ...]) -> None:
-    """Dual numbers: the tangent is ``tangent[ids]``, unscaled by ``max_norm`` (torch renorms
-    the primal outside autograd) and not masked at padding (the options touch the gradient)."""
+def test_forward_mode_equals_torch(
+    form: Form, options: tuple[str, ...], run: Any, mode: str
+) -> None:
+    """Dual numbers and ``torch.func.jvp``: output, tangent and renormed table equal torch's.
+
+    The tangent is ``tangent[ids]``, unscaled by ``max_norm`` (torch renorms the primal
+    outside autograd) and not masked at padding (the options touch the gradient).
+    """
 
     @given(case=embedding_cases(_not_sparse(options)), seed=SEEDS)
     def check(case: ees.EmbeddingCase, seed: int) -> None:
         tangent = randn(seed, (case.num_embeddings, case.embedding_dim))
-        actual = forward_ad(*embedding_call(form, case), tangent)
-        expected = forward_ad(*embedding_call(F.embedding, case), tangent)
-        assert_same("out", actual.out, expected.out, "forward_ad", form, case)
-        assert_same("tangent", actual.result, expected.result, "forward_ad", form, case)
-        assert_same("weight", actual.table, expected.table, "forward_ad", form, case)
-
-    check()
-
-
-@pytest.mark.parametrize(("form", "options"), EMBEDDING_FORMS)
-def test_func_jvp_equals_torch(form: Form, options: tuple[str, ...]) -> None:
-    """``torch.func.jvp``: output, tangent and renormed table equal torch's."""
-
-    @given(case=embedding_cases(_not_sparse(options)), seed=SEEDS)
-    def check(case: ees.EmbeddingCase, seed: int) -> None:
-        tangent = randn(seed, (case.num_embeddings, case.embedding_dim))
-        actual = func_jvp(*embedding_call(form, case), tangent)
-        expected = func_jvp(*embedding_call(F.embedding, case), tangent)
-        assert_same("out", actual.out, expected.out, "torch.func.jvp", form, case)
-        assert_same("tangent", actual.result, expected.result, "torch.func.jvp", form, case)
-        assert_same("weight", actual.table, expected.table, "torch.func.jvp", form, case)
+        actual = run(*embedding_call(form, case), tangent)
+        expected = run(*embedding_call(F.embedding, case), tangent)
+        assert_same("out", actual.out, expected.out, mode, form, case)
+        assert_same("tangent", actual.result, expected.result, mode, form, case)
+        assert_same("weight", actual.table, expected.table, mode, form, case)
 
     check()
 

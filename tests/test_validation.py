@@ -11,11 +11,16 @@ from collections.abc import Callable
 
 import pytest
 import torch
+import torch.nn.functional as F
+from hypothesis import given
+from hypothesis import strategies as st
 
 import embedding_equivalence as ee
 from embedding_equivalence import (
     OneHotTooLargeError,
 )
+from embedding_equivalence import strategies as ees
+from embedding_equivalence.forms.validation import INTEGER_TABLE_DTYPES
 from registry import form_params
 
 Form = Callable[..., torch.Tensor]
@@ -136,14 +141,48 @@ def test_1d_weight_message_shows_the_fix(form: Form) -> None:
         form(torch.tensor([0]), torch.zeros(4))
 
 
-@pytest.mark.parametrize(
-    "dtype", [torch.int64, torch.int32, torch.bool], ids=lambda d: str(d).removeprefix("torch.")
-)
-@pytest.mark.parametrize("form", FORMS)
+# Every form refuses a bool table; all but lookup_embedding refuse an integer one (the lookup
+# takes it: test_integer_tables_are_looked_up).
+NON_FLOAT_TABLES = [
+    pytest.param(form.values[0], dtype, id=f"{form.id}-{str(dtype).removeprefix('torch.')}")
+    for form in FORMS
+    for dtype in (torch.int64, torch.int32, torch.bool)
+    if dtype == torch.bool or form.values[0] is not ee.lookup_embedding
+]
+
+
+@pytest.mark.parametrize(("form", "dtype"), NON_FLOAT_TABLES)
 def test_integer_weight(form: Form, dtype: torch.dtype) -> None:
     weight = torch.zeros(V, D, dtype=dtype)
     with pytest.raises(TypeError, match=starts_with(form, "floating point", str(dtype))):
         form(torch.tensor([0]), weight)
+    if dtype != torch.bool:  # the message points to the lookup, and says why
+        with pytest.raises(TypeError, match=r"lookup_embedding\(input, weight\)"):
+            form(torch.tensor([0]), weight)
+
+
+@given(
+    ids=ees.token_ids(9),
+    dtype=st.sampled_from(INTEGER_TABLE_DTYPES),
+    seed=st.integers(0, 2**31 - 1),
+    padding_idx=st.none() | st.integers(-9, 8),
+)
+def test_integer_tables_are_looked_up(
+    ids: torch.Tensor, dtype: torch.dtype, seed: int, padding_idx: int | None
+) -> None:
+    # As torch's nn.Embedding.from_pretrained allows: forward only, values exactly torch's.
+    low = 0 if dtype == torch.uint8 else -100
+    table = torch.randint(low, 100, (9, 4), generator=torch.Generator().manual_seed(seed))
+    table = table.to(dtype)
+    out = ee.lookup_embedding(ids, table, padding_idx=padding_idx)
+    assert out.dtype == dtype
+    assert torch.equal(out, F.embedding(ids, table, padding_idx=padding_idx))
+
+
+def test_an_integer_table_refuses_max_norm() -> None:
+    table = torch.zeros(V, D, dtype=torch.int8)
+    with pytest.raises(TypeError, match=r"^lookup_embedding: max_norm needs a floating table"):
+        ee.lookup_embedding(torch.tensor([0]), table, max_norm=1.0)
 
 
 # --------------------------------------------------------------------------------------------

@@ -34,7 +34,9 @@ def lookup_embedding(
 
     Args:
         input: int64 or int32 ids of any shape ``(*batch)``, each in ``[0, V)``.
-        weight: ``(V, D)`` floating table, contiguous or strided, on the ids' device.
+        weight: ``(V, D)`` floating table, contiguous or strided, on the ids' device; or an
+            integer table (uint8, int8, int16, int32, int64), looked up forward only, as
+            ``nn.Embedding.from_pretrained`` allows (not with ``max_norm``).
         padding_idx: row that receives no gradient; negative values count from the end
             (``-1`` is row ``V - 1``). Its forward value is whatever the row holds.
         max_norm: if given, every row referenced by ``input`` whose ``norm_type``-norm exceeds
@@ -66,7 +68,9 @@ def lookup_embedding(
                 [0., 1.]])
     """
     fn = "lookup_embedding"
-    padding = check_embedding_args(input, weight, padding_idx, max_norm, norm_type, fn)
+    padding = check_embedding_args(
+        input, weight, padding_idx, max_norm, norm_type, fn, integer_table=True
+    )
     if sparse and scale_grad_by_freq:
         raise ValueError(
             f"{fn}: scale_grad_by_freq=True cannot be combined with sparse=True (torch's sparse "

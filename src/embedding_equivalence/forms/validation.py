@@ -18,6 +18,7 @@ from .options import BAG_MODES, option_applies
 
 __all__ = [
     "INDEX_DTYPES",
+    "INTEGER_TABLE_DTYPES",
     "OneHotTooLargeError",
     "available_memory_bytes",
     "check_bag_sparse",
@@ -32,6 +33,14 @@ __all__ = [
 
 #: Index dtypes accepted by ``F.embedding`` (and so by every implementation here).
 INDEX_DTYPES: tuple[torch.dtype, ...] = (torch.int64, torch.int32)
+#: Integer table dtypes that torch's embedding looks up (forward only).
+INTEGER_TABLE_DTYPES: tuple[torch.dtype, ...] = (
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+)
 
 
 class OneHotTooLargeError(MemoryError):
@@ -140,6 +149,8 @@ def check_embedding_args(
     max_norm: float | None,
     norm_type: float,
     fn: str,
+    *,
+    integer_table: bool = False,
 ) -> int | None:
     """Validate the arguments of an embedding call in a fixed order, without the range check.
 
@@ -155,6 +166,8 @@ def check_embedding_args(
         max_norm: ``None`` or a non-negative finite float.
         norm_type: the ``p`` of the p-norm used by ``max_norm``; must be positive.
         fn: name of the calling function, for the messages.
+        integer_table: accept an integer table (a lookup, forward only, as torch's
+            ``nn.Embedding.from_pretrained`` does); ``max_norm`` still needs floating point.
 
     Returns:
         ``padding_idx`` mapped into ``[0, V)`` (or ``None``).
@@ -195,10 +208,25 @@ def check_embedding_args(
                 else ""
             )
         )
-    if not weight.dtype.is_floating_point:
+    integer = weight.dtype in INTEGER_TABLE_DTYPES
+    if integer and integer_table:
+        if max_norm is not None:
+            raise TypeError(
+                f"{fn}: max_norm needs a floating table (the norm of an integer row is not "
+                f"defined), got weight of dtype {weight.dtype}; drop max_norm, or call "
+                f"{fn}(input, weight.float(), max_norm=...)"
+            )
+    elif not weight.dtype.is_floating_point:
+        hint = (
+            "; an integer table can be looked up, forward only, as "
+            "nn.Embedding.from_pretrained allows: lookup_embedding(input, weight). A product "
+            "form multiplies the table, which needs floating point"
+            if integer
+            else ""
+        )
         raise TypeError(
             f"{fn}: weight must be floating point (float16, bfloat16, float32 or float64), got "
-            f"{weight.dtype}; call {fn}(input, weight.float())"
+            f"{weight.dtype}; call {fn}(input, weight.float()){hint}"
         )
     if input.device != weight.device:
         raise ValueError(

@@ -457,31 +457,21 @@ def test_bag_vmap_over_tables(form: Form, options: tuple[str, ...]) -> None:
 PRODUCT_BAG_FORMS = [p for p in BAG_FORMS if p.id != "lookup_embedding_bag"]
 
 
+@pytest.mark.parametrize(("run", "mode"), FORWARD_MODES)
 @pytest.mark.parametrize(("form", "options"), PRODUCT_BAG_FORMS)
-def test_bag_forward_mode_is_the_exact_tangent(form: Form, options: tuple[str, ...]) -> None:
-    """Dual numbers: ``A @ tangent`` within the oracle's bound (``sum``/``mean``), the tangent
-    at each bag's first maximum exactly (``max``); the renorm leaves the tangent alone."""
+def test_bag_forward_mode_is_the_exact_tangent(
+    form: Form, options: tuple[str, ...], run: Any, mode: str
+) -> None:
+    """Dual numbers and ``torch.func.jvp``: ``A @ tangent`` within the oracle's bound
+    (``sum``/``mean``), the tangent at each bag's first maximum exactly (``max``); the renorm
+    leaves the tangent alone."""
 
     @given(case=bag_cases(options), seed=SEEDS)
     def check(case: ees.EmbeddingBagCase, seed: int) -> None:
         tangent = randn(seed, (case.num_embeddings, case.embedding_dim))
-        actual = forward_ad(*bag_call(form, case), tangent)
+        actual = run(*bag_call(form, case), tangent)
         exact, bound = bag_tangent_exact(case, tangent, actual.table)
-        assert_within("tangent", actual.result, exact, bound, "forward_ad", form, case)
-
-    check()
-
-
-@pytest.mark.parametrize(("form", "options"), PRODUCT_BAG_FORMS)
-def test_bag_func_jvp_is_the_exact_tangent(form: Form, options: tuple[str, ...]) -> None:
-    """``torch.func.jvp``: the same exact tangent."""
-
-    @given(case=bag_cases(options), seed=SEEDS)
-    def check(case: ees.EmbeddingBagCase, seed: int) -> None:
-        tangent = randn(seed, (case.num_embeddings, case.embedding_dim))
-        actual = func_jvp(*bag_call(form, case), tangent)
-        exact, bound = bag_tangent_exact(case, tangent, actual.table)
-        assert_within("tangent", actual.result, exact, bound, "torch.func.jvp", form, case)
+        assert_within("tangent", actual.result, exact, bound, mode, form, case)
 
     check()
 

@@ -358,3 +358,50 @@ def test_no_page_prints_a_path_of_the_build_machine(site: Path) -> None:
         text = page.read_text(encoding="utf-8")
         for path in machine_paths:
             assert path not in text, f"{page.relative_to(site)} prints {path}"
+
+
+# --------------------------------------------------------------------------------------------
+# What the sources say reaches the page
+# --------------------------------------------------------------------------------------------
+
+# pymdownx.snippets' include marker. Inside a ```python fence a formatter reads the one-line form
+# ``--8<-- "file"`` as Python and rewrites it (``--8 < --"file"``); the block form (the marker on
+# its own line, the path, the marker again) does not parse, so formatters leave it alone.
+_INCLUDE_LINE = re.compile(r"^-+8<-+(?:\s+\"[^\"]+\")?$")
+_SPHINX_ROLE = re.compile(r":(?:func|class|meth|data|attr|mod|exc|obj|py:\w+):`")
+
+
+def test_snippet_includes_are_written_so_that_formatters_keep_them() -> None:
+    for page in sorted(DOCS.rglob("*.md")):
+        for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+            if "8<" in line or re.search(r"-+\s*8\s*<", line):
+                where = f"{page.relative_to(ROOT)}:{number}"
+                assert _INCLUDE_LINE.match(line.strip()), f"{where}: mangled include {line!r}"
+
+
+def test_docstrings_use_markdown_cross_references() -> None:
+    # mkdocstrings renders Markdown: a Sphinx role (:func:`x`) would reach the page as text.
+    for source in sorted((ROOT / "src").rglob("*.py")):
+        text = source.read_text(encoding="utf-8")
+        found = _SPHINX_ROLE.findall(text)
+        assert not found, f"{source.relative_to(ROOT)} has Sphinx roles; write [`name`][] instead"
+
+
+def _page_text(page: Path) -> str:
+    """The page as a reader sees it: tags removed, entities decoded."""
+    return html.unescape(re.sub(r"<[^>]+>", "", page.read_text(encoding="utf-8")))
+
+
+def test_built_pages_hold_no_unexpanded_include_nor_raw_role(site: Path) -> None:
+    for page in sorted(site.rglob("*.html")):
+        text = _page_text(page)
+        where = page.relative_to(site)
+        assert not re.search(r"-+\s*8\s*<\s*-+", text), f"{where} shows an unexpanded include"
+        assert not _SPHINX_ROLE.search(text), f"{where} shows a raw Sphinx role"
+
+
+def test_api_examples_render_as_code(site: Path) -> None:
+    # A doctest outside a Google "Examples:" section renders as nested blockquotes (">>>").
+    for page in sorted((site / "api").rglob("*.html")):
+        text = page.read_text(encoding="utf-8")
+        assert "<blockquote>" not in text, f"{page.relative_to(site)} renders a blockquote"

@@ -2,8 +2,9 @@
 
 The lookup ``W[ids]`` and the product ``one_hot(ids, V) @ W`` give the same values and the
 same gradients for every option of ``nn.Embedding``. This package implements both forms,
-states the equivalence precisely, and verifies it, for its own forms and for yours:
+states the equivalence precisely, and verifies it, for its own forms and for yours.
 
+Examples:
     >>> import torch
     >>> import embedding_equivalence as ee
     >>> weight = torch.randn(10, 4, generator=torch.Generator().manual_seed(0))

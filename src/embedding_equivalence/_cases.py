@@ -203,7 +203,7 @@ class Call:
     """The tensors and arguments of one call, fresh from a case (or given by the user).
 
     The call is ``fn(input, weight, **kwargs)``, or ``fn(input, weight, offsets, **kwargs)``
-    when :attr:`offsets` is set (``F.embedding_bag``'s positional third argument).
+    when [`offsets`][] is set (``F.embedding_bag``'s positional third argument).
 
     Attributes:
         input: the ids.
@@ -293,7 +293,7 @@ class _CaseBase:
         return _randn(self._grad_shape(), self.grad_seed, self.dtype, self.device)
 
     def grad_output_source(self, name: str = "grad_output") -> str:
-        """Python that rebuilds :meth:`grad_output`."""
+        """Python that rebuilds [`grad_output`][]."""
         return _randn_source(name, self._grad_shape(), self.grad_seed, self.dtype, self.device)
 
     def _source_parts(self) -> tuple[list[str], str, str]:
@@ -305,7 +305,7 @@ class _CaseBase:
 
         Args:
             fn: the name the snippet calls.
-            backward: also run the backward pass with :meth:`grad_output`.
+            backward: also run the backward pass with [`grad_output`][].
             preamble: lines placed after ``import torch`` (e.g. the import of ``fn``).
 
         Returns:
@@ -330,8 +330,8 @@ class EmbeddingCase(_CaseBase):
     """One drawn call ``fn(input, weight, **kwargs)`` with its upstream gradient.
 
     Every attribute is a plain value, so the case is hashable, printable and replayable:
-    :meth:`build` makes fresh tensors each time (an implementation with ``max_norm`` modifies
-    its weight in place), and :meth:`source` writes the Python that makes them.
+    [`build`][] makes fresh tensors each time (an implementation with ``max_norm`` modifies
+    its weight in place), and `source()` writes the Python that makes them.
 
     Attributes:
         ids: recipe of ``input``.
@@ -355,7 +355,7 @@ class EmbeddingCase(_CaseBase):
         return self.ids.build(), self.weight.build(requires_grad=requires_grad)
 
     def call(self, backward: bool = True) -> Call:
-        """A fresh :class:`Call`; with ``backward``, a leaf weight and the upstream gradient."""
+        """A fresh `Call`; with ``backward``, a leaf weight and the upstream gradient."""
         input, weight = self.build(requires_grad=backward)
         grad_output = self.grad_output() if backward else None
         return Call(input, weight, dict(self.kwargs), grad_output=grad_output)
@@ -372,7 +372,7 @@ class EmbeddingCase(_CaseBase):
 
 
 class BagTensors(NamedTuple):
-    """The tensors of one :class:`EmbeddingBagCase`, fresh from :meth:`EmbeddingBagCase.build`."""
+    """The tensors of one [`EmbeddingBagCase`][], fresh from `EmbeddingBagCase.build`."""
 
     input: torch.Tensor
     """The ids: ``(N,)`` with ``offsets``, ``(B, L)`` without."""
@@ -388,11 +388,11 @@ class BagTensors(NamedTuple):
 class EmbeddingBagCase(_CaseBase):
     """One drawn call ``fn(input, weight[, offsets], mode=mode, **kwargs)`` and its gradient.
 
-    Like :class:`EmbeddingCase`, every attribute is a plain value: :meth:`build` makes fresh
-    tensors each time and :meth:`source` writes the Python that makes the same tensors. The
+    Like [`EmbeddingCase`][], every attribute is a plain value: [`build`][] makes fresh
+    tensors each time and `source()` writes the Python that makes the same tensors. The
     call follows ``F.embedding_bag``'s signature: ``offsets`` is passed positionally (third)
     when it is not ``None``, ``mode`` always by keyword, and ``per_sample_weights`` by keyword
-    when :attr:`per_sample_weights_seed` is set (see :meth:`arguments`).
+    when `per_sample_weights_seed` is set (see [`arguments`][]).
 
     Attributes:
         ids: recipe of ``input``: ``(N,)`` with ``offsets``, ``(B, L)`` without.
@@ -470,7 +470,7 @@ class EmbeddingBagCase(_CaseBase):
         """The positional and keyword arguments of the call, from ``tensors`` or a fresh build.
 
         Args:
-            tensors: tensors from :meth:`build` (default: build new ones).
+            tensors: tensors from [`build`][] (default: build new ones).
 
         Returns:
             ``(args, kwargs)``: ``(input, weight)`` or ``(input, weight, offsets)``, and
@@ -484,7 +484,7 @@ class EmbeddingBagCase(_CaseBase):
         return args, kwargs
 
     def call(self, backward: bool = True) -> Call:
-        """A fresh :class:`Call`; with ``backward``, leaves and the upstream gradient."""
+        """A fresh `Call`; with ``backward``, leaves and the upstream gradient."""
         tensors = self.build(requires_grad=backward)
         _, kwargs = self.arguments(tensors)
         grad_output = self.grad_output() if backward else None

@@ -2,16 +2,16 @@
 
 Every verifier and every assertion helper goes through here, in four steps:
 
-1. a :class:`~embedding_equivalence._cases.Call` is built (from a drawn case, or from the
+1. a [`Call`][embedding_equivalence._cases.Call] is built (from a drawn case, or from the
    tensors a user passed);
-2. an **oracle** (:class:`~embedding_equivalence.oracle.expected.Oracle`) is built from the
+2. an **oracle** ([`Oracle`][embedding_equivalence.oracle.expected.Oracle]) is built from the
    call's tensors *before* the candidate runs;
-3. a **runner** (:data:`Runner`) runs the candidate, forward and backward, and returns an
-   :class:`Outcome`: plain results or the exception, never a half-finished state.
-   :func:`run_in_process` runs it here; a sharded verifier runs it on every rank of a process
+3. a **runner** ([`Runner`][]) runs the candidate, forward and backward, and returns an
+   [`Outcome`][]: plain results or the exception, never a half-finished state.
+   [`run_in_process`][] runs it here; a sharded verifier runs it on every rank of a process
    group and gathers the outcomes;
-4. :func:`judge` compares the outcome with the oracle and raises
-   :class:`EquivalenceError` with the first difference, its position, both values, the bound
+4. [`judge`][] compares the outcome with the oracle and raises
+   [`EquivalenceError`][] with the first difference, its position, both values, the bound
    and a repro snippet, or returns the largest ``|error| / bound``.
 
 Runner and oracle are the two seams: a new verifier brings its own and reuses the rest.
@@ -145,7 +145,7 @@ def run_in_process(candidate: Callable[..., Any], call: Call) -> Outcome:
         call: the call; its tensors are used (and modified) as they are.
 
     Returns:
-        The :class:`Outcome`.
+        The [`Outcome`][].
     """
     try:
         out = candidate(*call.args, **call.kwargs)
@@ -253,7 +253,7 @@ def compare_exact_or_bounded(
 def compare_rows(
     what: str, actual: torch.Tensor, expected: ExpectedRows
 ) -> tuple[str | None, float]:
-    """:func:`compare_exact_or_bounded` for a ``(V, D)`` tensor known exactly off its rows.
+    """[`compare_exact_or_bounded`][] for a ``(V, D)`` tensor known exactly off its rows.
 
     A fast pass in ``actual``'s own dtype checks the rows off ``expected.rows`` (a table of
     262,144 rows would otherwise be converted to float64 a few times per example), and the
@@ -335,10 +335,11 @@ def judge(outcome: Outcome, call: Call, oracle: Oracle, name: str, repro: str) -
     ``per_sample_weights``. The first difference is raised.
 
     Args:
-        outcome: what :data:`Runner` reported.
+        outcome: what [`Runner`][] reported.
         call: the call (its ``grad_output`` decides whether gradients are judged).
         oracle: the exact reference of the call.
-        name: the call as written in messages (:func:`~embedding_equivalence._repro.describe_call`).
+        name: the call as written in messages
+            ([`describe_call`][embedding_equivalence._repro.describe_call]).
         repro: the snippet attached to the error.
 
     Returns:
@@ -467,7 +468,7 @@ Snippet = Callable[[CheckableCase, bool, str], str]
 
 
 def case_snippet(case: CheckableCase, backward: bool, preamble: str) -> str:
-    """The default :data:`Snippet`: the case's own source, calling ``candidate``."""
+    """The default [`Snippet`][]: the case's own source, calling ``candidate``."""
     return case.source("candidate", backward=backward, preamble=preamble)
 
 

@@ -4,8 +4,8 @@ A candidate made by ``torch.compile`` (a function, or an ``OptimizedModule``) re
 every new guard set: dtype, index dtype, memory layout, a 0 or 1 in a shape, an option's
 value. Dynamo stops after ``recompile_limit`` (8) graphs and runs every later example eagerly,
 which would verify eager code under the compiled candidate's name. While a verification runs,
-:func:`compiled_context` raises that limit (and restores it afterwards), and
-:class:`CompiledRunner` reads dynamo's counters around each call: an example during which
+[`compiled_context`][] raises that limit (and restores it afterwards), and
+[`CompiledRunner`][] reads dynamo's counters around each call: an example during which
 dynamo gave up on a frame (a graph break, an error while tracing, a limit) ran at least partly
 eagerly, and is counted as a fallback with its reason. The report states both counts.
 """

@@ -112,7 +112,7 @@ def check_bag_options(options: Sequence[str], modes: Sequence[str]) -> None:
 
 
 def _default_invalid_kinds(options: Sequence[str], modes: Sequence[str]) -> tuple[str, ...]:
-    """The kinds of :data:`BAG_INVALID_KINDS` that ``options`` and ``modes`` can draw."""
+    """The kinds of [`BAG_INVALID_KINDS`][] that ``options`` and ``modes`` can draw."""
     kinds = []
     for kind in BAG_INVALID_KINDS:
         option, kind_modes = _INVALID_NEEDS.get(kind, (None, BAG_MODES))
@@ -238,7 +238,7 @@ def embedding_bag_case(
     max_bags: int,
     invalid: tuple[str, ...] | None,
 ) -> EmbeddingBagCase:
-    """An :class:`EmbeddingBagCase`: valid, or of the ``invalid`` kinds (``()``: the default)."""
+    """An [`EmbeddingBagCase`][]: valid, or of the ``invalid`` kinds (``()``: the default)."""
     b = draw_basics(draw, ranges)
     v = b.vocab_size
     mode = draw(st.sampled_from(modes), label="mode")

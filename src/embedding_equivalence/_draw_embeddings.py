@@ -3,7 +3,7 @@
 A bag call is an embedding call plus bags: ``_draw_bags`` draws its options, its
 ``padding_idx`` and its bad ids with the helpers here, so that both strategies follow one
 rule. An option named in ``options`` is present 3 times in 4 and absent when shrunk
-(:func:`option_drawn`), and only ever with a mode that accepts it (``option_applies`` of
+([`option_drawn`][]), and only ever with a mode that accepts it (``option_applies`` of
 ``forms.options``).
 """
 
@@ -98,9 +98,9 @@ def draw_lookup_options(
 ) -> dict[str, Any]:
     """The keyword options that ``F.embedding`` and ``F.embedding_bag`` share, drawn.
 
-    Each of ``padding_idx`` (see :func:`draw_padding_idx`), ``max_norm`` (with a
+    Each of ``padding_idx`` (see [`draw_padding_idx`][]), ``max_norm`` (with a
     ``norm_type``), ``scale_grad_by_freq`` and ``sparse`` that ``options`` names is drawn with
-    :func:`option_drawn`. ``sparse`` is dropped when ``scale_grad_by_freq`` is on: torch's
+    [`option_drawn`][]. ``sparse`` is dropped when ``scale_grad_by_freq`` is on: torch's
     sparse backward cannot scale, so the pair is never combined.
     """
     kwargs: dict[str, Any] = {}
@@ -124,7 +124,7 @@ def draw_some_ids(draw: st.DrawFn, ids: Sequence[int], vocab_size: int) -> list[
 
 
 class BadLookup(NamedTuple):
-    """A call spoilt in one of the :data:`LOOKUP_INVALID_KINDS`."""
+    """A call spoilt in one of the [`LOOKUP_INVALID_KINDS`][]."""
 
     #: The ids, with the bad one in place.
     values: tuple[int, ...]
@@ -155,7 +155,7 @@ def draw_bad_lookup(
 
 
 def _embedding_reason(kind: str, bad: BadLookup, vocab_size: int) -> str:
-    """Why the reference refuses an embedding call spoilt by :func:`draw_bad_lookup`."""
+    """Why the reference refuses an embedding call spoilt by [`draw_bad_lookup`][]."""
     if kind == "floating ids":
         return "floating-point ids"
     if bad.position is None:
@@ -170,7 +170,7 @@ def _embedding_reason(kind: str, bad: BadLookup, vocab_size: int) -> str:
 def embedding_case(
     draw: st.DrawFn, ranges: Ranges, looks: Looks, options: tuple[str, ...], invalid: bool
 ) -> EmbeddingCase:
-    """An :class:`EmbeddingCase`, valid or (``invalid``) one that the reference refuses."""
+    """An [`EmbeddingCase`][], valid or (``invalid``) one that the reference refuses."""
     b = draw_basics(draw, ranges)
     v = b.vocab_size
     if ranges.num_ids is not None:  # the caller's own N, as a 1-D input

@@ -1,6 +1,6 @@
 """Drawing ids and tables as recipes, and the argument checks that every strategy shares.
 
-The private half of :mod:`embedding_equivalence.strategies` for single tensors: which devices
+The private half of [`embedding_equivalence.strategies`][] for single tensors: which devices
 and dtypes exist here, the checks that raise ``InvalidArgument`` before anything is drawn,
 and the composites that draw ``IdsRecipe`` and ``WeightRecipe``. ``Ranges``, ``Looks`` and
 ``draw_basics`` are what both case strategies (embedding and bag) draw a table and its ids

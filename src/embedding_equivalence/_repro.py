@@ -1,6 +1,6 @@
 """How a candidate and a call are written down: in failure messages and in replay snippets.
 
-One naming rule serves every verifier and helper (:func:`candidate_source`): the snippet
+One naming rule serves every verifier and helper ([`candidate_source`][]): the snippet
 imports the candidate by its qualified name only when that import gives back the very same
 object. A lambda, a function defined inside another, a function of the script being run
 (``__main__``), a bound method, a ``functools.partial`` or a wrapper that copied another
@@ -195,7 +195,7 @@ def describe_call(fn: Callable[..., Any], call: Call, weight: torch.Tensor | Non
 
 
 def tensor_source(name: str, t: torch.Tensor) -> str:
-    """Python that rebuilds ``t``'s values, dtype, shape and device (up to :data:`MAX_LITERAL`).
+    """Python that rebuilds ``t``'s values, dtype, shape and device (up to [`MAX_LITERAL`][]).
 
     Args:
         name: the variable to assign.
@@ -226,7 +226,7 @@ def tensor_source(name: str, t: torch.Tensor) -> str:
 def call_source(fn: Callable[..., Any], call: Call) -> str:
     """A runnable snippet that spells out ``call``'s tensors and calls the candidate on them.
 
-    Used for calls given as tensors (the :mod:`~embedding_equivalence.testing` helpers); a
+    Used for calls given as tensors (the [`testing`][embedding_equivalence.testing] helpers); a
     drawn case writes its own, shorter snippet from its recipe.
 
     Args:

@@ -94,8 +94,8 @@ def case_sizes(
 
     Returns:
         ``vocab_size``, ``embedding_dim``, ``num_ids`` and ``max_elements`` for
-        :func:`~embedding_equivalence.strategies.embedding_cases` (the bag strategy takes all
-        but ``num_ids``); empty when every knob is ``None``.
+        [`embedding_cases`][embedding_equivalence.strategies.embedding_cases] (the bag strategy
+        takes all but ``num_ids``); empty when every knob is ``None``.
 
     Raises:
         InvalidArgument: a malformed knob, or a largest example that would not fit in memory.

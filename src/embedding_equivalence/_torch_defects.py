@@ -2,17 +2,17 @@
 
 The verifiers judge every candidate against an exact float64 oracle, never against torch, so
 they also find torch's own defects; a user who wraps ``F.embedding`` or ``F.embedding_bag``
-then sees a failure that is not theirs. :data:`TORCH_DEFECTS` lists the defects this package
+then sees a failure that is not theirs. [`TORCH_DEFECTS`][] lists the defects this package
 has pinned (each one by a strict ``xfail`` in its tests), with a reference and the torch
 versions seen affected.
 
-The rule, applied by :func:`torch_defect_behind` to a shrunk failing case, goes by behaviour,
+The rule, applied by [`torch_defect_behind`][] to a shrunk failing case, goes by behaviour,
 never by name:
 
 1. the case is replayed on torch's own function (``F.embedding`` for an
-   :class:`~embedding_equivalence._cases.EmbeddingCase`, ``F.embedding_bag`` for an
-   :class:`~embedding_equivalence._cases.EmbeddingBagCase`) through the same engine and
-   oracle (:func:`~embedding_equivalence._check.check_case`). Only when torch fails the very
+   [`EmbeddingCase`][embedding_equivalence._cases.EmbeddingCase], ``F.embedding_bag`` for an
+   [`EmbeddingBagCase`][embedding_equivalence._cases.EmbeddingBagCase]) through the same engine and
+   oracle ([`check_case`][embedding_equivalence._check.check_case]). Only when torch fails the very
    same case is the failure torch's: a kernel that fails where torch passes is never excused,
    whatever it is called, and a kernel that wraps torch under any name is recognised;
 2. the first entry of the table whose predicate matches the case (its shape: options,
@@ -310,7 +310,7 @@ def torch_defect_behind(
 
     Returns:
         ``None`` when torch's own function passes the case (or the replay could not run):
-        the failure is the candidate's. Otherwise the first entry of :data:`TORCH_DEFECTS`
+        the failure is the candidate's. Otherwise the first entry of [`TORCH_DEFECTS`][]
         whose predicate matches the case, or, when none does, an entry made for this case
         whose reference is ``"not in the table"``.
     """
@@ -347,7 +347,7 @@ def describe(defect: TorchDefect) -> str:
     """The sentence a report adds for ``defect``.
 
     Args:
-        defect: what :func:`torch_defect_behind` returned.
+        defect: what [`torch_defect_behind`][] returned.
 
     Returns:
         E.g. ``"torch's own F.embedding_bag fails this case too: this is a torch defect, not

@@ -100,7 +100,7 @@ def check_transforms(
         candidate: the kernel under test.
         case: a valid drawn case (``EmbeddingCase`` or ``EmbeddingBagCase``).
         oracle_factory: builds the exact reference of a call.
-        transforms: names from :data:`TRANSFORMS`.
+        transforms: names from [`TRANSFORMS`][].
         preamble: the snippet's line that binds ``candidate``.
 
     Raises:

@@ -1,8 +1,8 @@
 """``verify_embedding`` and ``verify_embedding_bag``: property-based verification of a kernel.
 
-Each verifier is a thin adapter over the engine (:mod:`embedding_equivalence._check`): a
+Each verifier is a thin adapter over the engine ([`embedding_equivalence._check`][]): a
 strategy that draws cases, an oracle that judges them, and the table of options it exercises.
-:func:`run_verification` runs Hypothesis over any such adapter and builds the report.
+[`run_verification`][] runs Hypothesis over any such adapter and builds the report.
 """
 
 from __future__ import annotations
@@ -57,12 +57,12 @@ __all__ = [
 
 
 class VerificationError(AssertionError):
-    """Raised by :meth:`VerificationReport.raise_for_failure`; the message holds the repro."""
+    """Raised by `VerificationReport.raise_for_failure`; the message holds the repro."""
 
 
 @dataclass
 class VerificationReport:
-    """The outcome of :func:`verify_embedding` or :func:`verify_embedding_bag`.
+    """The outcome of [`verify_embedding`][] or [`verify_embedding_bag`][].
 
     Attributes:
         candidate: the candidate's qualified name.
@@ -102,7 +102,7 @@ class VerificationReport:
         return self.examples / self.elapsed if self.elapsed > 0 else math.inf
 
     def raise_for_failure(self) -> None:
-        """Raise :class:`VerificationError` with the failure and the repro if the run failed.
+        """Raise [`VerificationError`][] with the failure and the repro if the run failed.
 
         Raises:
             VerificationError: the candidate failed.
@@ -207,7 +207,8 @@ def run_verification(
 
     Args:
         candidate: the kernel under test.
-        cases: the strategy of cases to draw (:class:`~._check.CheckableCase`).
+        cases: the strategy of cases to draw
+            ([`CheckableCase`][embedding_equivalence._check.CheckableCase]).
         oracle_for: builds each call's oracle.
         backward: also check gradients.
         options: for the report.
@@ -379,14 +380,14 @@ def verify_embedding(
             lookup of that table, and a batch of tables must give each table's lookup.
 
     Returns:
-        A :class:`VerificationReport`; call ``.raise_for_failure()`` to turn a failure into
+        A [`VerificationReport`][]; call ``.raise_for_failure()`` to turn a failure into
         an exception.
 
     Raises:
         InvalidArgument: unknown options, a non-float dtype, an absent device, a bad
             ``max_examples`` or size knob, or a largest example that would not fit in memory.
 
-    Example:
+    Examples:
         >>> import torch
         >>> from embedding_equivalence import verify_embedding
         >>> report = verify_embedding(lambda input, weight: weight[input], max_examples=20, seed=0)
@@ -443,13 +444,14 @@ def verify_embedding_bag(
       tied rows may take a ``max`` bag's gradient), its sparse layout under ``sparse=True``,
       and the gradient of ``per_sample_weights``;
     - with ``max_norm``, the in-place renorm of every row the input references;
-    - bad input of the kinds in :data:`~embedding_equivalence.strategies.BAG_INVALID_KINDS`
-      (on the CPU, one example in five): the candidate must raise, as the reference does. The
-      kinds in :data:`~embedding_equivalence.strategies.CRASHING_BAG_INVALID_KINDS` (a
-      negative offset, no offsets but ids, an offset past the end before the last) are left
-      out, because ``F.embedding_bag`` itself reads out of bounds on them and can crash the
-      process; so are zero bags followed by ids under ``include_last_offset``, for the same
-      reason. Check those with ``embedding_bag_cases(invalid=[...])`` if your kernel is safe.
+    - bad input of the kinds in
+      [`BAG_INVALID_KINDS`][embedding_equivalence.strategies.BAG_INVALID_KINDS] (on the CPU, one
+      example in five): the candidate must raise, as the reference does. The kinds in
+      [`CRASHING_BAG_INVALID_KINDS`][embedding_equivalence.strategies.CRASHING_BAG_INVALID_KINDS] (a
+      negative offset, no offsets but ids, an offset past the end before the last) are left out,
+      because ``F.embedding_bag`` itself reads out of bounds on them and can crash the process; so
+      are zero bags followed by ids under ``include_last_offset``, for the same reason. Check those
+      with ``embedding_bag_cases(invalid=[...])`` if your kernel is safe.
 
     The examples are shared equally between the modes, one Hypothesis run per mode in the
     order given (most bugs live in one mode); the run stops at the first failure. Hypothesis
@@ -467,20 +469,20 @@ def verify_embedding_bag(
         backward: also check gradients.
         seed: fix the run (the report's ``seed`` replays a random run).
         vocab_sizes: ``V``: an int, an inclusive ``(min, max)`` range or a strategy (as for
-            :func:`verify_embedding`).
+            [`verify_embedding`][]).
         dims: ``D``, likewise.
-        transforms: also check ``("jvp", "vmap")`` as :func:`verify_embedding` does (``jvp``
+        transforms: also check ``("jvp", "vmap")`` as [`verify_embedding`][] does (``jvp``
             not for ``mode="max"``, whose tangent follows the primal's arg-max).
 
     Returns:
-        A :class:`VerificationReport` (``extra["modes"]`` names the modes); call
+        A [`VerificationReport`][] (``extra["modes"]`` names the modes); call
         ``.raise_for_failure()`` to turn a failure into an exception.
 
     Raises:
         InvalidArgument: unknown options or modes, an option that ``modes`` never allows, a
             non-float dtype, an absent device, or a bad ``max_examples``.
 
-    Example:
+    Examples:
         >>> import torch.nn.functional as F
         >>> from embedding_equivalence import verify_embedding_bag
         >>> report = verify_embedding_bag(F.embedding_bag, modes=("sum",), max_examples=20, seed=0)

@@ -197,7 +197,7 @@ def table_to_dense_kernel(weight: Any) -> torch.Tensor:
     Raises:
         ValueError: ``weight`` is not 2-D.
 
-    Example:
+    Examples:
         >>> import torch
         >>> from embedding_equivalence.keras_interop import table_to_dense_kernel
         >>> table_to_dense_kernel(torch.arange(6.0).reshape(3, 2))
@@ -241,7 +241,7 @@ def linear_weight_to_dense_kernel(linear_weight: Any) -> torch.Tensor:
     Raises:
         ValueError: the weight is not 2-D.
 
-    Example:
+    Examples:
         >>> import torch
         >>> from embedding_equivalence.keras_interop import linear_weight_to_dense_kernel
         >>> linear_weight_to_dense_kernel(torch.tensor([[1.0, 2.0, 3.0]])).shape
@@ -340,7 +340,7 @@ def embedding_to_keras(
             floating point.
         ValueError: the table is not 2-D, or the module uses an option Keras cannot express.
 
-    Example:
+    Examples:
         ```python
         import os
 

@@ -7,11 +7,11 @@ It gives your own test suite, with no configuration:
   generated (no ``float64`` on MPS);
 - ``embedding_device``: parametrizes over the selected devices (ids ``cpu``, ``cuda``, ``mps``);
 - ``embedding_max_examples``: the example budget from ``--embedding-max-examples`` (default
-  100), to pass to :func:`~embedding_equivalence.verify_embedding` or to ``settings``.
+  100), to pass to [`verify_embedding`][embedding_equivalence.verify_embedding] or to ``settings``.
 
 Which devices: by default, those present on the machine
-(:func:`~embedding_equivalence.strategies.available_devices`), so a CPU-only machine gets CPU
-rows only, never rows skipped for an absent GPU. The environment variable
+([`available_devices`][embedding_equivalence.strategies.available_devices]), so a CPU-only machine
+gets CPU rows only, never rows skipped for an absent GPU. The environment variable
 ``EMBEDDING_TEST_DEVICES`` (comma-separated device kinds, e.g. ``cpu,cuda``) overrides the
 detection: the listed devices are exactly the rows generated, and a listed device that is not
 present (or a name that is not a device kind) fails the session with a usage error that names
@@ -19,7 +19,7 @@ it, so a GPU run can demand its GPU instead of passing on the CPU alone::
 
     EMBEDDING_TEST_DEVICES=cpu,cuda python -m pytest
 
-Example:
+Examples:
     ```python
     import embedding_equivalence as ee
 
@@ -61,14 +61,14 @@ _SELECTED = pytest.StashKey[list[str]]()
 
 
 def selected_devices(environ: Mapping[str, str] | None = None) -> list[str]:
-    """The device kinds to generate test rows for, in :data:`DEVICE_KINDS` order.
+    """The device kinds to generate test rows for, in [`DEVICE_KINDS`][] order.
 
     Without ``EMBEDDING_TEST_DEVICES`` (or with it empty), the devices present on this machine.
     With it, exactly the listed device kinds (comma-separated, case and spaces ignored), each
     of which must be present.
 
     Args:
-        environ: where to read the variable; :data:`os.environ` by default.
+        environ: where to read the variable; `os.environ` by default.
 
     Returns:
         A non-empty list of device kinds, such as ``["cpu"]`` or ``["cpu", "cuda"]``.
@@ -99,7 +99,7 @@ def selected_devices(environ: Mapping[str, str] | None = None) -> list[str]:
 
 
 def session_devices(config: pytest.Config) -> list[str]:
-    """:func:`selected_devices` for this session, computed once and kept on ``config``."""
+    """[`selected_devices`][] for this session, computed once and kept on ``config``."""
     if _SELECTED not in config.stash:
         config.stash[_SELECTED] = selected_devices()
     return config.stash[_SELECTED]

@@ -2,15 +2,15 @@
 
 Shaped like ``hypothesis.extra.numpy``: plural nouns, arguments that take a value or a
 strategy, keyword-only ``min_*``/``max_*`` bounds where ``None`` means a sensible default, and
-:class:`~hypothesis.errors.InvalidArgument` raised before anything is drawn.
+`InvalidArgument` raised before anything is drawn.
 
 Every tensor is built from drawn values only: ids are drawn one by one, and a table is drawn
 as a seed for a ``torch.Generator`` plus drawn structure (shape, dtype, layout, special
 entries). A failure therefore replays exactly and shrinks toward small ``V``, ``D`` and ``N``,
-float32, the CPU, contiguous layouts and no options. :func:`embedding_bag_cases` does the same
+float32, the CPU, contiguous layouts and no options. [`embedding_bag_cases`][] does the same
 for ``F.embedding_bag`` calls: bags, offsets, modes and per-sample weights.
 
-Example:
+Examples:
     ```python
     from hypothesis import given
     import embedding_equivalence as ee
@@ -74,7 +74,7 @@ __all__ = [
     "vocab_sizes",
 ]
 
-#: Vocabulary sizes of real tokenizers, reached by :func:`vocab_sizes` when the bounds allow.
+#: Vocabulary sizes of real tokenizers, reached by [`vocab_sizes`][] when the bounds allow.
 REAL_VOCAB_SIZES: tuple[int, ...] = (32_000, 50_257, 65_537, 128_256, 262_144)
 
 
@@ -83,7 +83,7 @@ def vocab_sizes(*, min_value: int = 1, max_value: int = 262_144) -> st.SearchStr
 
     Draws mix three sources: ``V`` up to 64 (where duplicates and the first and last row are
     common), any ``V`` in the bounds, and the sizes of real tokenizers
-    (:data:`REAL_VOCAB_SIZES`: GPT-2's 50,257, Llama 3's 128,256, 262,144) that lie in the
+    ([`REAL_VOCAB_SIZES`][]: GPT-2's 50,257, Llama 3's 128,256, 262,144) that lie in the
     bounds. Shrinks toward ``min_value``.
 
     Args:
@@ -116,7 +116,7 @@ def embedding_dims(*, min_value: int = 1, max_value: int = 64) -> st.SearchStrat
         A strategy of ints.
 
     Raises:
-        InvalidArgument: bad bounds, as for :func:`vocab_sizes`.
+        InvalidArgument: bad bounds, as for [`vocab_sizes`][].
     """
     _tensors.check_bounds("value", min_value, max_value, 1)
     return st.integers(min_value, max_value)
@@ -341,7 +341,7 @@ def embedding_cases(
     invalid: bool = False,
     num_ids: int | st.SearchStrategy[int] | None = None,
 ) -> st.SearchStrategy[EmbeddingCase]:
-    """Whole embedding calls (ids, table, options, upstream gradient) as :class:`EmbeddingCase`.
+    """Whole embedding calls (ids, table, options, upstream gradient) as [`EmbeddingCase`][].
 
     Each option named in ``options`` is drawn independently, present 3 times in 4, so shrinking
     removes the options that do not matter. ``V * D`` and ``N * V`` stay within
@@ -349,14 +349,14 @@ def embedding_cases(
     with ``V = 262,144`` takes a few MB.
 
     Args:
-        options: names from :data:`EMBEDDING_OPTIONS` to exercise.
-        vocab_size: ``V`` (value or strategy); default :func:`vocab_sizes`.
-        embedding_dim: ``D`` (value or strategy); default :func:`embedding_dims`.
+        options: names from [`EMBEDDING_OPTIONS`][] to exercise.
+        vocab_size: ``V`` (value or strategy); default [`vocab_sizes`][].
+        embedding_dim: ``D`` (value or strategy); default [`embedding_dims`][].
         dtype: floating dtype (value or strategy); default every dtype the device supports.
         device: device (value or strategy); default every device present.
         index_dtype: int64 or int32 (value or strategy); default both.
-        weight_layouts: layouts of the table (see :func:`embedding_weights`).
-        ids_layouts: layouts of the ids (see :func:`token_ids`).
+        weight_layouts: layouts of the table (see [`embedding_weights`][]).
+        ids_layouts: layouts of the ids (see [`token_ids`][]).
         allow_nonfinite: allow ``inf``/``nan`` entries in the table.
         allow_signed_zeros: allow ``-0.0`` entries in the table.
         max_ids: the most ids in one call.
@@ -368,7 +368,7 @@ def embedding_cases(
             within them.
 
     Returns:
-        A strategy of :class:`EmbeddingCase`.
+        A strategy of [`EmbeddingCase`][].
 
     Raises:
         InvalidArgument: unknown options or layouts, bad bounds, or a fixed ``V`` or ``V * D``
@@ -403,7 +403,7 @@ def embedding_bag_cases(
 
     Draws a 1-D input with ``offsets`` (bags of drawn sizes, often empty, with duplicate ids
     inside a bag) or a 2-D input ``(B, L)``, a mode from ``modes``, and each option named in
-    ``options`` independently (present 3 times in 4, as in :func:`embedding_cases`), but only
+    ``options`` independently (present 3 times in 4, as in [`embedding_cases`][]), but only
     in the combinations ``F.embedding_bag`` accepts: ``per_sample_weights`` only with
     ``mode="sum"``, ``scale_grad_by_freq`` and ``sparse`` never with ``"max"``, ``sparse``
     never with ``scale_grad_by_freq``. With ``include_last_offset`` the offsets end with the
@@ -418,27 +418,27 @@ def embedding_bag_cases(
 
     Args:
         modes: reductions to draw from (shrinks toward the first).
-        options: names from :data:`BAG_OPTIONS` to exercise.
-        vocab_size: ``V`` (value or strategy); default :func:`vocab_sizes` up to
+        options: names from [`BAG_OPTIONS`][] to exercise.
+        vocab_size: ``V`` (value or strategy); default [`vocab_sizes`][] up to
             ``max_elements``.
         embedding_dim: ``D`` (value or strategy); default up to 64 within the budget.
         dtype: floating dtype (value or strategy); default every dtype the device supports.
         device: device (value or strategy); default every device present.
         index_dtype: int64 or int32 (value or strategy) of the ids and the offsets.
-        weight_layouts: layouts of the table (see :func:`embedding_weights`).
-        ids_layouts: layouts of the ids (see :func:`token_ids`).
+        weight_layouts: layouts of the table (see [`embedding_weights`][]).
+        ids_layouts: layouts of the ids (see [`token_ids`][]).
         allow_nonfinite: allow ``inf``/``nan`` entries in the table.
         max_bags: the most bags in one call.
         max_ids: the most ids in one call.
         max_elements: budget for ``V * D`` and ``B * V``.
         invalid: ``True`` draws calls that the reference must reject, of the kinds in
-            :data:`BAG_INVALID_KINDS` that ``options`` and ``modes`` allow (bad ids, bad
+            [`BAG_INVALID_KINDS`][] that ``options`` and ``modes`` allow (bad ids, bad
             offsets, missing or extra offsets, options with a mode that refuses them); a
             sequence of kind names draws those kinds, including
-            :data:`CRASHING_BAG_INVALID_KINDS`. The case's ``invalid`` says why.
+            [`CRASHING_BAG_INVALID_KINDS`][]. The case's ``invalid`` says why.
 
     Returns:
-        A strategy of :class:`EmbeddingBagCase`.
+        A strategy of [`EmbeddingBagCase`][].
 
     Raises:
         InvalidArgument: unknown modes, options, layouts or invalid kinds, an option that

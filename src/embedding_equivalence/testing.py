@@ -2,11 +2,11 @@
 
 Each helper runs a candidate with ``F.embedding``'s signature (the ``assert_bag_*`` helpers:
 ``F.embedding_bag``'s), compares it with the exact float64 oracle, and on failure raises
-:class:`EquivalenceError` (an ``AssertionError``) whose message names the function, the
+[`EquivalenceError`][] (an ``AssertionError``) whose message names the function, the
 arguments, the first differing position, both values and the bound, followed by a runnable
 repro snippet. Tracebacks hide the helpers' own frames.
 
-Example:
+Examples:
     ```python
     import torch
     from embedding_equivalence.testing import assert_backward_equivalent
@@ -102,7 +102,7 @@ def _check_forward(
     oracle_for: Callable[[_Call], _Oracle],
     call: _Call,
 ) -> torch.Tensor:
-    """:func:`_check_tensors` on a call without ``grad_output``; the candidate's output."""
+    """[`_check_tensors`][] on a call without ``grad_output``; the candidate's output."""
     __tracebackhide__ = True
     outcome, _ = _check_tensors(fn, oracle_for, call)
     assert isinstance(outcome.output, torch.Tensor)
@@ -120,7 +120,7 @@ def assert_forward_equivalent(
 
     Checks the output's shape ``(*input.shape, D)``, dtype and device, and its values exactly
     (signed zeros included). With ``max_norm``, also the in-place renorm of the referenced
-    rows (within :func:`renorm_error_bound`) and that the other rows are untouched. ``fn``
+    rows (within [`renorm_error_bound`][]) and that the other rows are untouched. ``fn``
     runs on a clone of ``weight``; the caller's tensor is not modified.
 
     Args:
@@ -147,10 +147,10 @@ def assert_backward_equivalent(
     /,
     **kwargs: Any,
 ) -> float:
-    """Assert the forward (as :func:`assert_forward_equivalent`) and the weight's gradient.
+    """Assert the forward (as [`assert_forward_equivalent`][]) and the weight's gradient.
 
     After ``fn(input, w, **kwargs).backward(grad_output)`` on a fresh leaf ``w`` (a clone of
-    ``weight``), ``w.grad`` must lie within :func:`gradient_error_bound` of the exact
+    ``weight``), ``w.grad`` must lie within [`gradient_error_bound`][] of the exact
     gradient: duplicates accumulate, the padding row and unreferenced rows are exactly zero,
     ``scale_grad_by_freq`` divides by the counts, and ``sparse=True`` gives a sparse COO
     gradient.
@@ -176,9 +176,9 @@ def assert_backward_equivalent(
 def assert_case_equivalent(
     fn: Callable[..., Any], case: _EmbeddingCase, *, backward: bool = True
 ) -> float:
-    """Check ``fn`` on a drawn :class:`~embedding_equivalence.strategies.EmbeddingCase`.
+    """Check ``fn`` on a drawn [`EmbeddingCase`][embedding_equivalence.strategies.EmbeddingCase].
 
-    A valid case is checked like :func:`assert_backward_equivalent` (or the forward only);
+    A valid case is checked like [`assert_backward_equivalent`][] (or the forward only);
     an invalid case (``case.invalid`` is set) must make ``fn`` raise. The repro snippet
     rebuilds the case's tensors exactly, layouts included.
 
@@ -208,9 +208,9 @@ def assert_bag_forward_equivalent(
     """Assert that ``fn(input, weight[, offsets], **kwargs)`` is ``F.embedding_bag``'s reduction.
 
     Checks the output's shape ``(B, D)``, dtype and device, and its values against the exact
-    float64 reduction within :func:`embedding_bag_error_bound` (exactly for ``mode="max"``;
+    float64 reduction within [`embedding_bag_error_bound`][] (exactly for ``mode="max"``;
     empty bags exactly zero). With ``max_norm``, also the in-place renorm of every row the
-    input references (within :func:`renorm_error_bound`) and that the other rows are
+    input references (within [`renorm_error_bound`][]) and that the other rows are
     untouched. ``fn`` runs on a clone of ``weight``; ``offsets`` is passed positionally when
     given, everything else by keyword.
 
@@ -241,11 +241,11 @@ def assert_bag_backward_equivalent(
     /,
     **kwargs: Any,
 ) -> float:
-    """Assert the forward (as :func:`assert_bag_forward_equivalent`) and the gradients.
+    """Assert the forward (as [`assert_bag_forward_equivalent`][]) and the gradients.
 
     After ``fn(...).backward(grad_output)`` on fresh leaves (clones of ``weight`` and of
     ``per_sample_weights``), ``weight.grad`` must lie within
-    :func:`embedding_bag_gradient_error_bound` of the exact gradient (the padding row, rows in
+    [`embedding_bag_gradient_error_bound`][] of the exact gradient (the padding row, rows in
     no bag and rows after the last offset exactly zero; ``scale_grad_by_freq`` divides by the
     counts; ``sparse=True`` gives a sparse COO gradient). In ``max`` mode, where rows tie for
     a bag's maximum, any assignment of the bag's gradient to one of them is accepted.
@@ -273,12 +273,12 @@ def assert_bag_backward_equivalent(
 def assert_bag_case_equivalent(
     fn: Callable[..., Any], case: _EmbeddingBagCase, *, backward: bool = True
 ) -> float:
-    """Check ``fn`` on a drawn :class:`~embedding_equivalence.strategies.EmbeddingBagCase`.
+    """Check ``fn`` on a drawn ``EmbeddingBagCase``.
 
-    The bag counterpart of :func:`assert_case_equivalent`, with the same arguments, return
+    The bag counterpart of [`assert_case_equivalent`][], with the same arguments, return
     value and errors; ``fn`` has ``F.embedding_bag``'s signature, and ``backward`` checks the
     gradients of the table and of ``per_sample_weights``. A valid case is checked like
-    :func:`assert_bag_backward_equivalent` (or the forward only); an invalid case
+    [`assert_bag_backward_equivalent`][] (or the forward only); an invalid case
     (``case.invalid`` is set) must make ``fn`` raise. The call is
     ``fn(input, weight[, offsets], mode=..., **options)``; the repro snippet rebuilds the
     case's tensors exactly, layouts included.

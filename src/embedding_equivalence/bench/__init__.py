@@ -19,7 +19,8 @@ Timing: ``torch.utils.benchmark.Timer.blocked_autorange`` with the intra-op thre
 the CPU the default clock is the process's CPU time (``time.process_time``), which does not count
 the time spent waiting for a core on a shared machine; ``--clock wall`` gives elapsed time (always
 used on CUDA, synchronised). A dense form whose one-hot cannot fit
-(:func:`~embedding_equivalence.forms.validation.check_one_hot_fits`) is skipped with a note.
+([`check_one_hot_fits`][embedding_equivalence.forms.validation.check_one_hot_fits]) is skipped with
+a note.
 
 **Calibration and the model.** Before the sweep the machine is measured: the copy bandwidth
 ``B(x)`` (``dst.copy_(src)``, ``x`` = bytes read + written, for ``x`` on a grid of powers of 4
@@ -27,7 +28,7 @@ that spans the sizes the sweep needs), the zero-fill bandwidth ``Z(x)`` (``torch
 bytes: allocation, first touch and memset, as every call pays for a fresh buffer), and the GEMM
 throughput ``F`` at each ``(N, D)`` of the sweep (``(N, K) @ (K, D)`` and, for the backward,
 ``(N, K).T @ (N, D)``, ``K = min(4096, V)``). Between grid points bandwidths are interpolated
-log-log. With ``s`` the itemsize of the dtype, the model times (:func:`model_time`) are:
+log-log. With ``s`` the itemsize of the dtype, the model times ([`model_time`][]) are:
 
 =========================  =============================================================
 lookup, fwd                ``2·N·D·s / B``: read ``N`` rows, write ``N`` rows (the roofline
@@ -54,12 +55,12 @@ nothing else); it warms up on a tiny input (so that one-time lazy initialisation
 builds the inputs, reads its resident set size, resets the kernel's peak
 (``/proc/self/clear_refs``), runs the case, and reports peak RSS (``VmHWM``) minus the RSS before.
 Where that reset is not available, the growth of ``ru_maxrss`` is reported instead. The analytic
-memory beside it (:func:`analytic_memory_bytes`) counts the output ``N·D·s``, the one-hot
+memory beside it ([`analytic_memory_bytes`][]) counts the output ``N·D·s``, the one-hot
 ``N·V·s``, a dense gradient ``V·D·s`` and a sparse one-hot ``N·(2·8 + s)``.
 
 **Outputs** (``--out DIR``, default ``bench-results/``): ``bench.json`` (keys ``schema``,
 ``machine``, ``config``, ``calibration``, ``model``, ``headline``, ``results``, ``notes``),
-``bench.csv`` (one row per case, the columns of :data:`CSV_COLUMNS`), and, with matplotlib
+``bench.csv`` (one row per case, the columns of [`CSV_COLUMNS`][]), and, with matplotlib
 (``pip install 'embedding-equivalence[bench]'``), ``time_vs_vocab.svg``,
 ``memory_vs_vocab.svg`` and ``ratio_vs_model.svg`` (the one-hot/lookup time ratio, measured and
 modelled). The machine record holds the CPU model, cores, affinity, threads, torch and Python
@@ -77,11 +78,11 @@ The ids and the weight come from a ``torch.Generator`` seeded by ``--seed``; the
 never used.
 
 **The modules.** ``timing`` (modes, clocks, inputs, interleaved ``Timer`` measurement),
-``sweep_forms`` (the swept forms, read from :data:`~embedding_equivalence.forms.FORMS`),
+``sweep_forms`` (the swept forms, read from [`FORMS`][embedding_equivalence.forms.FORMS]),
 ``calibration`` (the machine's bandwidths and throughputs), ``model`` (the roofline model),
 ``memory`` (peak memory in a fresh process), ``sweep`` (running the sweep), ``results`` (its
 records and ``bench.json``), ``report`` (the printed tables, the files), ``plots`` (the SVGs),
-``machine`` (what the run ran on), ``compare`` (``--compare``) and ``cli`` (:func:`main`).
+``machine`` (what the run ran on), ``compare`` (``--compare``) and ``cli`` ([`main`][]).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Calibration: the copy and zero-fill bandwidths, GEMM throughputs and per-call costs.
 
-:func:`calibrate` measures this machine at the sizes a sweep needs; the :class:`Calibration`
-it returns is what :func:`~embedding_equivalence.bench.model.model_time` reads, and it is
-saved in ``bench.json``. :func:`gemm_k` says at which inner size a one-hot's GEMM is measured.
+[`calibrate`][] measures this machine at the sizes a sweep needs; the [`Calibration`][]
+it returns is what [`model_time`][embedding_equivalence.bench.model.model_time] reads, and it is
+saved in ``bench.json``. [`gemm_k`][] says at which inner size a one-hot's GEMM is measured.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def _interp_loglog(points: Sequence[tuple[int, float]], x: float) -> float:
 
 @dataclass
 class Calibration:
-    """What the model needs to know about the machine, measured by :func:`calibrate`.
+    """What the model needs to know about the machine, measured by [`calibrate`][].
 
     Attributes:
         copy: ``(bytes, bytes/s)`` points: ``dst.copy_(src)`` moving ``bytes`` (read + write).
@@ -113,7 +113,7 @@ class Calibration:
         """The fixed cost per call of a form in seconds (0 if it was not measured).
 
         Args:
-            model: a key of :data:`~embedding_equivalence.bench.model.MODEL_FORMULAS`.
+            model: a key of [`MODEL_FORMULAS`][embedding_equivalence.bench.model.MODEL_FORMULAS].
             mode: ``"fwd"`` or ``"fwd+bwd"``.
 
         Returns:
@@ -144,13 +144,13 @@ class Calibration:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Calibration:
-        """Rebuild a calibration from :meth:`to_json`'s output.
+        """Rebuild a calibration from [`to_json`][]'s output.
 
         Args:
-            data: as returned by :meth:`to_json`.
+            data: as returned by [`to_json`][].
 
         Returns:
-            The :class:`Calibration`.
+            The [`Calibration`][].
         """
         return cls(
             copy=[(int(p["bytes"]), float(p["bytes_per_s"])) for p in data["copy"]],
@@ -225,7 +225,7 @@ def calibrate(
         progress: called with a one-line note before each group of measurements.
 
     Returns:
-        The :class:`Calibration`.
+        The [`Calibration`][].
     """
     start = time.perf_counter()
     itemsize = dtype.itemsize

@@ -1,7 +1,7 @@
 """The ``bench`` command line: ``main(argv)``, its options, the sweep and ``--compare``.
 
 ``embedding-equivalence bench ARGS`` and ``python -m embedding_equivalence.bench ARGS`` both
-call :func:`main`. A bad command line raises :class:`~embedding_equivalence._usage.UsageError`
+call [`main`][]. A bad command line raises [`UsageError`][embedding_equivalence._usage.UsageError]
 inside and ends as one line on stderr with exit status 2.
 """
 

@@ -1,9 +1,9 @@
 """The form-vs-raw comparison (``bench --compare``): each form beside the raw torch calls it wraps.
 
-:data:`RAW_BASELINES` says which raw calls each public embedding form of
-:data:`~embedding_equivalence.forms.FORMS` is compared with; :data:`IMPLEMENTATIONS` is built
-from the two. :func:`run_benchmark` times them, :func:`format_table` shows the ``form / raw``
-ratios, and :func:`evaluate_targets` decides the three performance targets.
+[`RAW_BASELINES`][] says which raw calls each public embedding form of
+[`FORMS`][embedding_equivalence.forms.FORMS] is compared with; [`IMPLEMENTATIONS`][] is built
+from the two. [`run_benchmark`][] times them, [`format_table`][] shows the ``form / raw``
+ratios, and [`evaluate_targets`][] decides the three performance targets.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def _raw_sparse_mm(ids: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
 
 
 #: The raw torch calls each public embedding form is compared with: ``form name -> ((label,
-#: call), ...)``. Every public embedding form of :data:`~embedding_equivalence.forms.FORMS`
+#: call), ...)``. Every public embedding form of [`FORMS`][embedding_equivalence.forms.FORMS]
 #: has an entry (a test checks it).
 RAW_BASELINES: dict[str, tuple[tuple[str, EmbedFn], ...]] = {
     "lookup_embedding": (("F.embedding", _raw_embedding),),
@@ -98,8 +98,8 @@ def _implementations() -> tuple[Implementation, ...]:
 
 
 #: Every implementation, grouped by form (the public embedding forms of
-#: :data:`~embedding_equivalence.forms.FORMS`, in its order); each form first, then its raw
-#: baselines (:data:`RAW_BASELINES`).
+#: [`FORMS`][embedding_equivalence.forms.FORMS], in its order); each form first, then its raw
+#: baselines ([`RAW_BASELINES`][]).
 IMPLEMENTATIONS: tuple[Implementation, ...] = _implementations()
 
 
@@ -140,9 +140,9 @@ def run_benchmark(
     """Time every implementation in both modes at every vocabulary size.
 
     One group per form and mode: the form and its raw torch calls at every ``V``, timed
-    interleaved by :func:`time_group`, so that both the ``form / raw`` ratios and the ratios
+    interleaved by [`time_group`][], so that both the ``form / raw`` ratios and the ratios
     between sizes compare measurements taken under the same machine load. All
-    implementations at one ``V`` see the same ids and weight (built by :func:`build_inputs`
+    implementations at one ``V`` see the same ids and weight (built by [`build_inputs`][]
     from ``seed + V``).
 
     Args:
@@ -152,13 +152,13 @@ def run_benchmark(
         dtype: floating dtype of the weight.
         seed: base seed of the inputs.
         timing: the threads, the clock, the seconds of measurement per implementation, size
-            and mode, and the interleaved rounds per group (see :func:`time_group`).
-        implementations: what to time; by default :data:`IMPLEMENTATIONS`.
+            and mode, and the interleaved rounds per group (see [`time_group`][]).
+        implementations: what to time; by default [`IMPLEMENTATIONS`][].
         progress: called with a one-line note before each group (e.g. to print to stderr).
         device: where the inputs live and the calls run.
 
     Returns:
-        One :class:`Measurement` per (V, implementation, mode), in that order.
+        One [`Measurement`][] per (V, implementation, mode), in that order.
     """
     impls = list(implementations)
     inputs: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
@@ -207,7 +207,7 @@ def _ratio(
     """``num / den``: the median of the per-round ratios if ``paired``, else of the medians.
 
     Paired ratios compare round ``r`` with round ``r``, which ran in the same interleaved
-    sweep (see :func:`time_group`), so a change of machine load between rounds cancels out.
+    sweep (see [`time_group`][]), so a change of machine load between rounds cancels out.
     Measurements from different groups fall back to the ratio of the medians.
     """
     if num is None or den is None or num.median_ms is None or den.median_ms is None:
@@ -235,7 +235,7 @@ def format_table(measurements: Sequence[Measurement]) -> str:
     their messages are listed under the table.
 
     Args:
-        measurements: as returned by :func:`run_benchmark`.
+        measurements: as returned by [`run_benchmark`][].
 
     Returns:
         The table, without a trailing newline.
@@ -297,10 +297,10 @@ def evaluate_targets(measurements: Sequence[Measurement]) -> list[TargetResult]:
     forward at the largest ``V`` / at the smallest ``V`` <= 2. The ratio reported is the worst.
 
     Args:
-        measurements: as returned by :func:`run_benchmark`.
+        measurements: as returned by [`run_benchmark`][].
 
     Returns:
-        One :class:`TargetResult` per target, in the order a, b, c.
+        One [`TargetResult`][] per target, in the order a, b, c.
     """
     vocabs = sorted({m.vocab for m in measurements})
 
@@ -363,7 +363,7 @@ def format_targets(results: Sequence[TargetResult]) -> str:
     """Format the targets, one block each: verdict, worst ratio against the limit, details.
 
     Args:
-        results: as returned by :func:`evaluate_targets`.
+        results: as returned by [`evaluate_targets`][].
 
     Returns:
         The text, without a trailing newline.

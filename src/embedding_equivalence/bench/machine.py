@@ -1,6 +1,6 @@
 """The machine a benchmark ran on: CPU, cores, affinity, memory, versions, device, load.
 
-:func:`machine_info` is recorded in every result file; :func:`format_machine` is its one-line
+[`machine_info`][] is recorded in every result file; [`format_machine`][] is its one-line
 form at the top of the printed output.
 """
 
@@ -107,10 +107,10 @@ def load_average() -> str:
 
 
 def format_machine(info: dict[str, str]) -> str:
-    """Format :func:`machine_info` as one line.
+    """Format [`machine_info`][] as one line.
 
     Args:
-        info: as returned by :func:`machine_info`.
+        info: as returned by [`machine_info`][].
 
     Returns:
         E.g. ``"cpu: AMD EPYC (2 cores) | torch 2.4.0 | python 3.11.7 | threads: 1 |

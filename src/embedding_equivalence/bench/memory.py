@@ -1,8 +1,8 @@
 """Peak memory: each case runs once in a fresh process, and its peak beyond the inputs is read.
 
-On the CPU a server process (:func:`_memory_server`, started by :class:`MemoryProbe`) imports
-torch once and forks a child per case; the child runs :func:`measure_here`, which reads the
-resident set size before the call and the kernel's peak after it. On CUDA :func:`measure_here`
+On the CPU a server process ([`_memory_server`][], started by [`MemoryProbe`][]) imports
+torch once and forks a child per case; the child runs [`measure_here`][], which reads the
+resident set size before the call and the kernel's peak after it. On CUDA [`measure_here`][]
 runs in this process and reads ``torch.cuda.max_memory_allocated``.
 """
 
@@ -68,7 +68,7 @@ def memory_spec(
     seed: int,
     threads: int,
 ) -> dict[str, Any]:
-    """The description of one case that :func:`measure_here` runs, as JSON-ready data.
+    """The description of one case that [`measure_here`][] runs, as JSON-ready data.
 
     Args:
         form: the form.
@@ -76,7 +76,8 @@ def memory_spec(
         point: ``(N, V, D)``.
         dtype: the weight's dtype.
         device: where the case runs.
-        seed: seed of the inputs (see :func:`~embedding_equivalence.bench.timing.build_inputs`).
+        seed: seed of the inputs (see
+            [`build_inputs`][embedding_equivalence.bench.timing.build_inputs]).
         threads: torch intra-op threads.
 
     Returns:
@@ -103,7 +104,7 @@ def measure_here(spec: dict[str, Any]) -> dict[str, Any]:
     """Build one case's inputs, run it once, and return its peak memory (in this process).
 
     Args:
-        spec: as made by :func:`memory_spec`.
+        spec: as made by [`memory_spec`][].
 
     Returns:
         ``{"peak_bytes", "baseline_bytes", "method"}``, or ``{"error": message}`` where the peak
@@ -191,7 +192,7 @@ def _memory_server() -> None:
 
     Each case runs in a child forked from this process, which has imported torch and run no
     tensor operation, so every case starts from the same fresh state and no case sees the
-    allocations of another. Not for direct use: :class:`MemoryProbe` starts it.
+    allocations of another. Not for direct use: [`MemoryProbe`][] starts it.
     """
     import warnings
 
@@ -253,7 +254,7 @@ _ONE_SHOT = (
 
 
 class MemoryProbe:
-    """Runs each case once in a fresh process and returns what :func:`measure_here` found.
+    """Runs each case once in a fresh process and returns what [`measure_here`][] found.
 
     With ``os.fork`` (Linux, macOS): a server process imports torch once and forks a child per
     case. Without it: a new interpreter per case.
@@ -299,11 +300,11 @@ class MemoryProbe:
         """Measure one case in a fresh process.
 
         Args:
-            spec: as made by :func:`memory_spec`.
+            spec: as made by [`memory_spec`][].
             timeout: seconds before the measuring process is stopped.
 
         Returns:
-            What :func:`measure_here` found, or ``{"error": message}`` if the case failed or
+            What [`measure_here`][] found, or ``{"error": message}`` if the case failed or
             took longer than ``timeout``.
         """
         if not hasattr(os, "fork"):

@@ -1,9 +1,9 @@
 """The roofline model: what each form should cost in time and in memory, from its shapes.
 
-:data:`MODEL_FORMULAS` states each model as text (it is saved in ``bench.json``);
-:func:`model_time` evaluates it with a machine's
-:class:`~embedding_equivalence.bench.calibration.Calibration`, and
-:func:`analytic_memory_bytes` counts the bytes a call allocates.
+[`MODEL_FORMULAS`][] states each model as text (it is saved in ``bench.json``);
+[`model_time`][] evaluates it with a machine's
+[`Calibration`][embedding_equivalence.bench.calibration.Calibration], and
+[`analytic_memory_bytes`][] counts the bytes a call allocates.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ _ONE_HOT = "N*V*s / Z(N*V*s) + 2*N*V*D / F_fwd(N, D)"
 _ONE_HOT_BWD = " + 2*N*V*D / F_bwd(N, D)"
 
 #: The model of each form and mode, as text (``s``: itemsize; ``B``, ``Z``: copy and zero-fill
-#: bandwidth at that many bytes; ``F``: GEMM throughput at ``(N, D)``). See :func:`model_time`.
+#: bandwidth at that many bytes; ``F``: GEMM throughput at ``(N, D)``). See [`model_time`][].
 MODEL_FORMULAS: dict[str, dict[str, str]] = {
     "lookup": {"fwd": _GATHER, "fwd+bwd": _GATHER + _DENSE_GRAD},
     "lookup_sparse_grad": {"fwd": _GATHER, "fwd+bwd": _GATHER},
@@ -40,7 +40,7 @@ class ModelTime:
     Attributes:
         seconds: the total, ``overhead + roofline``.
         roofline: the bandwidth and throughput terms alone.
-        overhead: the fixed cost per call of the form (see :class:`Calibration`).
+        overhead: the fixed cost per call of the form (see [`Calibration`][]).
         terms: ``(description, seconds)`` per term, e.g.
             ``("gather 2.0 MiB at 21.3 GB/s", 9.8e-05)``.
     """
@@ -72,7 +72,7 @@ def model_time(
 
     Memory-bound terms are ``bytes / bandwidth`` with the bandwidth measured at that byte count;
     compute-bound terms are ``FLOP / throughput``. With ``s = itemsize`` (formulas in
-    :data:`MODEL_FORMULAS`):
+    [`MODEL_FORMULAS`][]):
 
     - gather (lookup and sparse matmul forward): ``2·N·D·s`` bytes at the copy bandwidth;
     - dense gradient (backward of the lookup and the sparse matmul): a zeroed ``V·D·s`` buffer
@@ -83,7 +83,7 @@ def model_time(
       backward GEMM throughput for forward+backward (both measured at ``K = gemm_k(N, V, s)``).
 
     Args:
-        model: a key of :data:`MODEL_FORMULAS`.
+        model: a key of [`MODEL_FORMULAS`][].
         mode: ``"fwd"`` or ``"fwd+bwd"``.
         num_ids: ``N``, the number of ids.
         vocab: ``V``, the rows of the weight.
@@ -92,7 +92,7 @@ def model_time(
         calibration: the measured bandwidths, throughputs and per-call costs.
 
     Returns:
-        The :class:`ModelTime`.
+        The [`ModelTime`][].
 
     Raises:
         ValueError: an unknown ``model`` or ``mode``.
@@ -140,7 +140,7 @@ def analytic_memory_bytes(
     adds nothing: its values and indices are views of the upstream gradient and of the ids.
 
     Args:
-        model: which form, a key of :data:`MODEL_FORMULAS`.
+        model: which form, a key of [`MODEL_FORMULAS`][].
         mode: ``"fwd"``, or ``"fwd+bwd"``, which adds the gradient.
         num_ids: ``N``, the rows of the output and of a one-hot.
         vocab: ``V``, the columns of a one-hot and the rows of a dense gradient.

@@ -1,9 +1,9 @@
 """The plots of a sweep, drawn with matplotlib as SVG files.
 
-:func:`write_plots` draws ``time_vs_vocab.svg`` and ``memory_vs_vocab.svg`` (each form over the
+[`write_plots`][] draws ``time_vs_vocab.svg`` and ``memory_vs_vocab.svg`` (each form over the
 ``V`` sweep, measured and modelled, one panel per mode) and ``ratio_vs_model.svg`` (the
 one-hot/lookup time ratio, measured and modelled). matplotlib is optional
-(``pip install 'embedding-equivalence[bench]'``): :func:`require_matplotlib` says so clearly.
+(``pip install 'embedding-equivalence[bench]'``): [`require_matplotlib`][] says so clearly.
 """
 
 from __future__ import annotations
@@ -158,7 +158,7 @@ def write_plots(report: SweepReport, out: Path) -> list[Path]:
     because their one-hot cannot fit are named in a footnote.
 
     Args:
-        report: as returned by :func:`~embedding_equivalence.bench.sweep.run_sweep`.
+        report: as returned by [`run_sweep`][embedding_equivalence.bench.sweep.run_sweep].
         out: the folder to write in (it exists).
 
     Returns:

@@ -1,8 +1,8 @@
 """Reporting a sweep: the printed tables, and the files ``bench.json`` and ``bench.csv``.
 
-:func:`format_calibration`, :func:`format_headline` and :func:`format_sweep_table` are the text
-the ``bench`` command prints; :func:`write_outputs` writes the result files and the plots
-(:mod:`~embedding_equivalence.bench.plots`).
+[`format_calibration`][], [`format_headline`][] and [`format_sweep_table`][] are the text
+the ``bench`` command prints; [`write_outputs`][] writes the result files and the plots
+([`plots`][embedding_equivalence.bench.plots]).
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def format_calibration(cal: Calibration) -> str:
     """Format the calibration in a few lines.
 
     Args:
-        cal: as returned by :func:`~embedding_equivalence.bench.calibration.calibrate`.
+        cal: as returned by [`calibrate`][embedding_equivalence.bench.calibration.calibrate].
 
     Returns:
         The text, without a trailing newline.
@@ -86,14 +86,14 @@ def format_calibration(cal: Calibration) -> str:
 
 
 def format_headline(report: SweepReport) -> str:
-    """The headline table (:func:`headline_rows`) as text.
+    """The headline table ([`headline_rows`][]) as text.
 
     Per mode and ``V``: measured and model time of the lookup and of the one-hot matmul in ms
     with their ratio measured/model, the one-hot/lookup time ratio measured and modelled, and
     the measured peak memory of both (MiB beyond the inputs).
 
     Args:
-        report: as returned by :func:`~embedding_equivalence.bench.sweep.run_sweep`.
+        report: as returned by [`run_sweep`][embedding_equivalence.bench.sweep.run_sweep].
 
     Returns:
         The table, without a trailing newline.
@@ -146,7 +146,7 @@ def format_sweep_table(report: SweepReport) -> str:
     """Every case: time, model, measured/model, peak and analytic memory, and notes.
 
     Args:
-        report: as returned by :func:`~embedding_equivalence.bench.sweep.run_sweep`.
+        report: as returned by [`run_sweep`][embedding_equivalence.bench.sweep.run_sweep].
 
     Returns:
         The table and a summary of the measured/model ratios, without a trailing newline.
@@ -221,7 +221,7 @@ def write_outputs(report: SweepReport, out: str | Path, *, plots: bool = True) -
     """Write ``bench.json``, ``bench.csv`` and (with ``plots``) the three SVG plots.
 
     Args:
-        report: as returned by :func:`~embedding_equivalence.bench.sweep.run_sweep`.
+        report: as returned by [`run_sweep`][embedding_equivalence.bench.sweep.run_sweep].
         out: the folder (created if missing).
         plots: also draw ``time_vs_vocab.svg``, ``memory_vs_vocab.svg`` and
             ``ratio_vs_model.svg`` (needs matplotlib).

@@ -1,7 +1,7 @@
-"""The results of a sweep: one :class:`CaseResult` per case, and the :class:`SweepReport`.
+"""The results of a sweep: one [`CaseResult`][] per case, and the [`SweepReport`][].
 
-:meth:`SweepReport.to_json` is the content of ``bench.json`` (and :meth:`SweepReport.from_json`
-reads it back); :data:`CSV_COLUMNS` are the columns of ``bench.csv``; :func:`headline_rows`
+`SweepReport.to_json` is the content of ``bench.json`` (and `SweepReport.from_json`
+reads it back); [`CSV_COLUMNS`][] are the columns of ``bench.csv``; [`headline_rows`][]
 is the headline, the lookup against the one-hot matmul over the ``V`` sweep.
 """
 
@@ -31,7 +31,8 @@ class CaseResult:
     """One form in one mode at one ``(N, V, D)``: time, model, memory.
 
     Attributes:
-        form: the form's label (see :class:`~embedding_equivalence.bench.sweep_forms.SweepForm`).
+        form: the form's label (see
+            [`SweepForm`][embedding_equivalence.bench.sweep_forms.SweepForm]).
         call: the function timed, e.g. ``"matmul_embedding"``.
         mode: ``"fwd"`` or ``"fwd+bwd"``.
         grad: the gradient's layout, ``"dense"`` or ``"sparse"`` (``"-"`` for ``"fwd"``).
@@ -48,13 +49,14 @@ class CaseResult:
         iqr_ms: interquartile range of the block times in ms.
         runs: calls measured.
         model_ms: the model time in ms, ``overhead_ms + roofline_ms``
-            (:func:`~embedding_equivalence.bench.model.model_time`).
+            ([`model_time`][embedding_equivalence.bench.model.model_time]).
         ratio: ``median_ms / model_ms``.
         roofline_ms: the bandwidth and throughput terms of the model alone.
         overhead_ms: the form's fixed cost per call, measured on a tiny input.
         model_terms: the model's terms, e.g. ``"gather 2.0 MiB at 21.3 GB/s: 0.098 ms"``.
         peak_bytes: measured peak memory beyond the inputs.
-        analytic_bytes: :func:`~embedding_equivalence.bench.model.analytic_memory_bytes`.
+        analytic_bytes:
+        [`analytic_memory_bytes`][embedding_equivalence.bench.model.analytic_memory_bytes].
         memory_method: how ``peak_bytes`` was measured.
         note: why the case was skipped or failed.
     """
@@ -86,7 +88,7 @@ class CaseResult:
     note: str | None = None
 
 
-#: The columns of ``bench.csv``: the fields of :class:`CaseResult`, in order.
+#: The columns of ``bench.csv``: the fields of [`CaseResult`][], in order.
 CSV_COLUMNS: tuple[str, ...] = tuple(CaseResult.__dataclass_fields__)
 
 
@@ -95,11 +97,11 @@ class SweepReport:
     """Everything a sweep measured.
 
     Attributes:
-        machine: :func:`~embedding_equivalence.bench.machine.machine_info` at the start of the
-            run, plus ``load_after`` (the load average at its end).
+        machine: [`machine_info`][embedding_equivalence.bench.machine.machine_info] at the start of
+            the run, plus ``load_after`` (the load average at its end).
         config: the sizes and settings of the run.
         calibration: the measured bandwidths and throughputs.
-        results: one :class:`CaseResult` per form, mode and point.
+        results: one [`CaseResult`][] per form, mode and point.
         notes: one line per skipped or failed case.
         seconds: wall time of the sweep.
     """
@@ -116,7 +118,7 @@ class SweepReport:
 
         Returns:
             Keys ``schema``, ``machine``, ``config``, ``calibration``, ``model``,
-            ``headline`` (:func:`headline_rows`), ``results`` and ``notes``.
+            ``headline`` ([`headline_rows`][]), ``results`` and ``notes``.
         """
         return {
             "schema": "embedding-equivalence/bench/1",
@@ -144,10 +146,10 @@ class SweepReport:
         """Rebuild a report from the content of ``bench.json`` (to redraw its tables and plots).
 
         Args:
-            data: as written by :func:`~embedding_equivalence.bench.report.write_outputs`.
+            data: as written by [`write_outputs`][embedding_equivalence.bench.report.write_outputs].
 
         Returns:
-            The :class:`SweepReport`.
+            The [`SweepReport`][].
         """
         config = dict(data["config"])
         seconds = float(config.pop("seconds", 0.0))
@@ -173,7 +175,7 @@ def find_case(
         point: ``(N, V, D)``.
 
     Returns:
-        The first matching :class:`CaseResult`, or ``None``.
+        The first matching [`CaseResult`][], or ``None``.
     """
     for r in results:
         if r.form == form and r.mode == mode and (r.num_ids, r.vocab, r.dim) == point:
@@ -194,7 +196,7 @@ def v_sweep_points(report: SweepReport) -> list[tuple[int, int, int]]:
     return [(n, v, d) for v in report.config["vocabs"]]
 
 
-#: The keys of each row of :func:`headline_rows` (and of ``bench.json``'s ``"headline"``).
+#: The keys of each row of [`headline_rows`][] (and of ``bench.json``'s ``"headline"``).
 HEADLINE_COLUMNS: tuple[str, ...] = (
     "mode",
     "V",
@@ -216,10 +218,10 @@ def headline_rows(report: SweepReport) -> list[dict[str, Any]]:
     """The headline: the ``V`` sweep, lookup against the one-hot matmul, one row per mode and V.
 
     Args:
-        report: as returned by :func:`~embedding_equivalence.bench.sweep.run_sweep`.
+        report: as returned by [`run_sweep`][embedding_equivalence.bench.sweep.run_sweep].
 
     Returns:
-        Dicts with the keys of :data:`HEADLINE_COLUMNS` (times in ms, memory in MiB beyond
+        Dicts with the keys of [`HEADLINE_COLUMNS`][] (times in ms, memory in MiB beyond
         the inputs, ``None`` where not measured; ``"one-hot status"`` is ``"ok"``,
         ``"skipped"`` or ``"error"``).
     """

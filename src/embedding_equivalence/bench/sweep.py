@@ -1,8 +1,8 @@
 """Running the sweep: calibrate, then time every form at every point and measure its memory.
 
-:class:`SweepSizes` holds the three one-at-a-time sweeps (``V``, ``D`` and ``N`` around a
-base point); :func:`run_sweep` runs them and returns a
-:class:`~embedding_equivalence.bench.results.SweepReport`.
+[`SweepSizes`][] holds the three one-at-a-time sweeps (``V``, ``D`` and ``N`` around a
+base point); [`run_sweep`][] runs them and returns a
+[`SweepReport`][embedding_equivalence.bench.results.SweepReport].
 """
 
 from __future__ import annotations
@@ -131,13 +131,13 @@ def run_sweep(
         timing: the torch intra-op threads (fixed for every measurement and recorded), the
             clock (CUDA always uses synchronised wall time), the seconds of measurement per
             case (and per calibration point), and the interleaved rounds over the forms of one
-            point (see :func:`~embedding_equivalence.bench.timing.time_group`).
+            point (see [`time_group`][embedding_equivalence.bench.timing.time_group]).
         memory: measure the peak memory of every case.
         forms: the forms to run.
         progress: write progress lines on stderr.
 
     Returns:
-        The :class:`SweepReport`.
+        The [`SweepReport`][].
     """
     start = time.perf_counter()
     device = torch.device(device)

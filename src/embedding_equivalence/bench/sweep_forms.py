@@ -1,9 +1,9 @@
 """The forms the sweep times, read from the package's registry of forms.
 
-Every public embedding form of :data:`~embedding_equivalence.forms.FORMS` is swept, in the
-registry's order; :data:`SWEEP_NAMES` adds what the registry does not hold (its label in the
+Every public embedding form of [`FORMS`][embedding_equivalence.forms.FORMS] is swept, in the
+registry's order; [`SWEEP_NAMES`][] adds what the registry does not hold (its label in the
 tables and plots, and its model), and a form that takes ``sparse=True`` is swept a second time
-with a sparse gradient. A test checks that :data:`SWEEP_NAMES` covers every public embedding
+with a sparse gradient. A test checks that [`SWEEP_NAMES`][] covers every public embedding
 form, so a new form cannot be left out of the benchmark unnoticed.
 """
 
@@ -25,7 +25,8 @@ class SweepForm:
     Attributes:
         label: its name in the tables and plots, e.g. ``"one-hot matmul"``.
         impl: the call (``impl.name`` is the function, e.g. ``"matmul_embedding"``).
-        model: the key of its model in :data:`~embedding_equivalence.bench.model.MODEL_FORMULAS`.
+        model: the key of its model in
+            [`MODEL_FORMULAS`][embedding_equivalence.bench.model.MODEL_FORMULAS].
         grad: the layout of the weight's gradient in forward+backward, ``"dense"`` or
             ``"sparse"``.
         modes: the modes it is timed in.
@@ -73,5 +74,5 @@ def _sweep_forms() -> tuple[SweepForm, ...]:
 
 #: The forms of the sweep, in the order of the tables.
 SWEEP_FORMS: tuple[SweepForm, ...] = _sweep_forms()
-#: :data:`SWEEP_FORMS` by label.
+#: [`SWEEP_FORMS`][] by label.
 FORMS_BY_LABEL: dict[str, SweepForm] = {f.label: f for f in SWEEP_FORMS}

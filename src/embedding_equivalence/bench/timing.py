@@ -1,7 +1,7 @@
 """Timing: the modes and clocks, the inputs of a case, and interleaved ``Timer`` measurement.
 
-:func:`time_group` times several :class:`Implementation` s in one mode, taking turns, and
-returns one :class:`Measurement` each; :func:`build_inputs` makes the ids and the weight of a
+[`time_group`][] times several [`Implementation`][] s in one mode, taking turns, and
+returns one [`Measurement`][] each; [`build_inputs`][] makes the ids and the weight of a
 case from a seeded generator. The sweep, the calibration and the form-vs-raw comparison all
 time through here.
 """
@@ -54,7 +54,7 @@ def timer_fn(clock: Clock, device: torch.device) -> Callable[[], float]:
     """The clock for ``Timer``: on CUDA always elapsed time after a synchronisation.
 
     Args:
-        clock: ``"wall"`` or ``"cpu"`` (see :data:`CLOCKS`).
+        clock: ``"wall"`` or ``"cpu"`` (see [`CLOCKS`][]).
         device: where the timed calls run.
 
     Returns:
@@ -71,9 +71,9 @@ class Timing:
 
     Attributes:
         threads: torch intra-op threads for the measurement (``Timer``'s ``num_threads``).
-        clock: what to measure, ``"wall"`` or ``"cpu"`` time (see :data:`CLOCKS`).
+        clock: what to measure, ``"wall"`` or ``"cpu"`` time (see [`CLOCKS`][]).
         min_run_time: seconds of measurement per case, over all rounds.
-        rounds: number of interleaved rounds (see :func:`time_group`).
+        rounds: number of interleaved rounds (see [`time_group`][]).
     """
 
     threads: int = 1
@@ -130,7 +130,7 @@ class Measurement:
     """The timing of one implementation at one size, in one mode.
 
     Attributes:
-        name: the implementation's label (see :class:`Implementation`).
+        name: the implementation's label (see [`Implementation`][]).
         form: the package form the row belongs to.
         is_form: True for a package form, False for a raw torch baseline.
         mode: ``"fwd"`` or ``"fwd+bwd"``.
@@ -139,7 +139,7 @@ class Measurement:
         dim: ``D``, the columns of the weight.
         dtype: the weight's dtype, e.g. ``"float32"``.
         threads: torch intra-op threads during the measurement.
-        clock: ``"wall"`` or ``"cpu"`` (see :data:`CLOCKS`).
+        clock: ``"wall"`` or ``"cpu"`` (see [`CLOCKS`][]).
         median_ms: median time of one call in milliseconds, over every block of every round
             (``None`` if the call failed).
         iqr_ms: interquartile range of the per-call block times in milliseconds.
@@ -250,7 +250,7 @@ def time_group(cases: Sequence[Case], mode: Mode, timing: Timing) -> list[Measur
         timing: the threads, the clock, the seconds per case and the rounds (at least 1).
 
     Returns:
-        One :class:`Measurement` per case, in the order of ``cases``.
+        One [`Measurement`][] per case, in the order of ``cases``.
     """
     threads, clock = timing.threads, timing.clock
     rounds = max(1, timing.rounds)

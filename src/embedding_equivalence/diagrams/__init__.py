@@ -3,11 +3,11 @@
 Every figure function returns a self-contained SVG document as a string, ready to be printed
 into an HTML page (the docs do so from ``markdown-exec`` blocks at build time, so no figure is
 ever drawn by hand or committed). The tensors in a figure are computed by the package itself:
-a lookup figure calls :func:`~embedding_equivalence.lookup_embedding`, a gradient figure runs
-autograd, an error figure measures real rounding errors against the float64 oracle. Called
-without arguments, each figure draws the worked example of the seed notebook
+a lookup figure calls [`lookup_embedding`][embedding_equivalence.lookup_embedding], a gradient
+figure runs autograd, an error figure measures real rounding errors against the float64 oracle.
+Called without arguments, each figure draws the worked example of the seed notebook
 (``torch.manual_seed(123)``, ``nn.Embedding(4, 5)``, ids ``[2, 3, 1]``), which
-:func:`worked_example` rebuilds.
+[`worked_example`][] rebuilds.
 
 One module per family of figures: ``lookup`` (lookup, one-hot, matmul), ``layouts``
 (``Embedding`` vs ``Linear`` vs Keras, strides), ``gradients``, ``bags``, ``efficiency``
@@ -19,7 +19,7 @@ draw on.
 Matplotlib is needed (``pip install "embedding-equivalence[docs]"``); the rest of the package
 does not import this package.
 
-Example:
+Examples:
     ```python
     from embedding_equivalence import diagrams
 

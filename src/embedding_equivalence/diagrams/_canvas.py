@@ -1,6 +1,6 @@
 """The cell-by-cell drawing canvas, and the worked example every figure defaults to.
 
-A :class:`Canvas` is a figure whose data units are inches (origin at the top left, y pointing
+A [`Canvas`][] is a figure whose data units are inches (origin at the top left, y pointing
 down) with helpers for text, arrows, boxes and matrices of text cells; the tensor figures
 (lookup, one-hot, matmul, layouts, gradients, bags) and the architecture figure draw on one.
 """
@@ -63,7 +63,7 @@ def defaults(
 
 
 def check_drawable(name: str, *sides: int) -> None:
-    """Refuse a figure with a side over :data:`MAX_SIDE` cells.
+    """Refuse a figure with a side over [`MAX_SIDE`][] cells.
 
     Raises:
         ValueError: a side is too long.
@@ -78,7 +78,7 @@ def check_drawable(name: str, *sides: int) -> None:
 def drawable_table(
     name: str, weight: torch.Tensor | None, ids: torch.Tensor | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`defaults`, refused by :func:`check_drawable` when ``V``, ``D`` or ``N`` is too long.
+    """[`defaults`][], refused by [`check_drawable`][] when ``V``, ``D`` or ``N`` is too long.
 
     Args:
         name: the figure, for the error message.
@@ -203,8 +203,8 @@ class Canvas:
             weight: the ``(V, D)`` table.
             out: the product.
             out_title: the product's title.
-            weight_style: more keyword arguments of :meth:`matrix` for the table.
-            out_style: more keyword arguments of :meth:`matrix` for the product.
+            weight_style: more keyword arguments of [`matrix`][] for the table.
+            out_style: more keyword arguments of [`matrix`][] for the product.
         """
         v, d = weight.shape
         x_weight, x_out, _ = product_columns(left_end, d)
@@ -300,5 +300,5 @@ class Canvas:
             self.text(x + cols * cell_w / 2, top, title, va="bottom", fontsize=8.5)
 
     def svg(self, name: str, label: str) -> str:
-        """The canvas as an inline SVG element (see :func:`._style.render_svg`)."""
+        """The canvas as an inline SVG element (see ``render_svg``)."""
         return render_svg(self.fig, name, label)

@@ -1,7 +1,7 @@
 """The shared look of the figures: colours, fonts, number formats, and the SVG they become.
 
 Every figure module draws with these colours and this ``rc`` context, and hands its
-matplotlib ``Figure`` to :func:`render_svg`, so all figures share one style and every SVG is
+matplotlib ``Figure`` to [`render_svg`][], so all figures share one style and every SVG is
 fit for inlining into a page (no XML prolog, ids unique to the figure, responsive, labelled).
 """
 
@@ -101,7 +101,7 @@ def new_figure(
     rect: tuple[float, float, float, float] | None = None,
     ncols: int = 1,
 ) -> tuple[Figure, list[Axes]]:
-    """A ``width x height`` inches figure and its axes, both created under :data:`RC`.
+    """A ``width x height`` inches figure and its axes, both created under [`RC`][].
 
     Args:
         width: in inches.

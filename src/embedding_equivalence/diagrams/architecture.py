@@ -1,7 +1,7 @@
 """The contributors' map: the data path of a verification and the module at each stage.
 
-:data:`DATA_PATH` is the one source of the "Architecture" page: :func:`data_path_figure`
-draws it, :func:`architecture_table` lists it, and ``tests/test_architecture.py`` imports
+[`DATA_PATH`][] is the one source of the "Architecture" page: [`data_path_figure`][]
+draws it, [`architecture_table`][] lists it, and ``tests/test_architecture.py`` imports
 every module it names, so a renamed or removed module fails the tests instead of leaving the
 page out of date.
 """
@@ -17,7 +17,7 @@ from ._style import TEXT, id_colour, tint
 
 __all__ = ["DATA_PATH", "Part", "Stage", "architecture_table", "data_path_figure", "modules"]
 
-#: The package the module names of :data:`DATA_PATH` are relative to.
+#: The package the module names of [`DATA_PATH`][] are relative to.
 PACKAGE = "embedding_equivalence"
 
 
@@ -188,13 +188,13 @@ DATA_PATH: tuple[tuple[Stage, ...], ...] = (
 
 
 def modules() -> list[str]:
-    """Every module :data:`DATA_PATH` names, fully qualified, once each, in path order."""
+    """Every module [`DATA_PATH`][] names, fully qualified, once each, in path order."""
     names = (p.module for row in DATA_PATH for stage in row for p in stage.parts)
     return [f"{PACKAGE}.{m}" for m in dict.fromkeys(names)]
 
 
 def architecture_table() -> str:
-    """A Markdown table of :data:`DATA_PATH`: stage, module, and what the module does there.
+    """A Markdown table of [`DATA_PATH`][]: stage, module, and what the module does there.
 
     Returns:
         The table, for a page to print from a ``markdown-exec`` block.
@@ -242,7 +242,7 @@ def _lines(stage: Stage, width: float) -> list[str]:
 
 
 def _layout() -> list[list[_Box]]:
-    """Place every stage: one row of boxes per row of :data:`DATA_PATH`, each row centred."""
+    """Place every stage: one row of boxes per row of [`DATA_PATH`][], each row centred."""
     rows: list[list[_Box]] = []
     y = 0.55
     k = 0
@@ -296,7 +296,7 @@ def _link(c: Canvas, upper: _Box, lower: _Box) -> None:
 def data_path_figure() -> str:
     """The data path of a verification, with each module of the package on its stage.
 
-    Drawn from :data:`DATA_PATH`: strategy, then Case, then the candidate run by the runner
+    Drawn from [`DATA_PATH`][]: strategy, then Case, then the candidate run by the runner
     beside the oracle, then the judge, then the report and the repro. Module names are
     relative to ``embedding_equivalence``; no text is smaller than 11 pt.
 

@@ -28,7 +28,7 @@ def bag_figure(
 
     The counts are ``matmul_embedding_bag(input, eye(V), offsets, mode="sum")`` (the bag-count
     matrix times the identity is the bag-count matrix), and the product is
-    :func:`~embedding_equivalence.lookup_embedding_bag`'s output.
+    [`lookup_embedding_bag`][embedding_equivalence.lookup_embedding_bag]'s output.
 
     Args:
         input: 1-D ids (default ``[2, 3, 1, 2, 2]``).

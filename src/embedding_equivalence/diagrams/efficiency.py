@@ -57,7 +57,7 @@ def forward_cost(
         index_itemsize: bytes per id (8 for int64).
 
     Returns:
-        The :class:`Cost`.
+        The [`Cost`][].
 
     Raises:
         ValueError: an unknown form.
@@ -79,7 +79,7 @@ def forward_cost(
     )
 
 
-#: How :func:`work_figure` draws each form.
+#: How [`work_figure`][] draws each form.
 _WORK_STYLES: dict[str, dict[str, Any]] = {
     "lookup": {"color": ID_COLOURS[2], "linewidth": 4.0, "alpha": 0.6, "marker": None},
     "sparse matmul": {
@@ -98,7 +98,7 @@ def work_figure(
 ) -> str:
     """Bytes moved and FLOPs of one forward call, lookup vs one-hot matmul, against ``V``.
 
-    Computed with :func:`forward_cost`; log-log axes.
+    Computed with [`forward_cost`][]; log-log axes.
 
     Args:
         num_ids: ``N`` (default 16,384: a batch of 8 sequences of 2,048 tokens).
@@ -199,7 +199,7 @@ def _settings(payload: dict[str, Any], config: dict[str, Any]) -> list[str]:
 
 
 def _plots(folder: Path) -> list[str]:
-    """Every ``*.svg`` of ``folder`` as an inline figure, :data:`_BENCH_PLOTS` first."""
+    """Every ``*.svg`` of ``folder`` as an inline figure, [`_BENCH_PLOTS`][] first."""
     order = {name: k for k, name in enumerate(_BENCH_PLOTS)}
     plots = sorted(folder.glob("*.svg"), key=lambda p: (order.get(p.stem, len(order)), p.name))
     parts = []

@@ -47,8 +47,8 @@ def error_bound_figure(
     For each dtype and each ``k`` (powers of two from 2 while ``k u < 1/2``), id 0 occurs
     ``k`` times with a non-negative upstream gradient (the worst case for the bound); the
     figure plots the largest ``|grad - exact| / sum_n |G[n, d]|`` of each form, computed by
-    autograd through :func:`~embedding_equivalence.lookup_embedding` and
-    :func:`~embedding_equivalence.matmul_embedding` and the float64 oracle.
+    autograd through [`lookup_embedding`][embedding_equivalence.lookup_embedding] and
+    [`matmul_embedding`][embedding_equivalence.matmul_embedding] and the float64 oracle.
 
     Args:
         dtypes: low-precision dtypes, one panel each.

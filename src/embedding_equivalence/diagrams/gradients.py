@@ -55,10 +55,10 @@ def gradient_figure(
     """Upstream gradient rows flowing into the rows of ``weight.grad`` (an ``index_add``).
 
     The gradient is computed by autograd through
-    :func:`~embedding_equivalence.lookup_embedding` with the given options: each row ``G[n]``
-    is added into row ``ids[n]``; duplicates accumulate, rows that no id references stay zero,
-    the ``padding_idx`` row (hatched) gets nothing, and ``scale_grad_by_freq`` divides each row
-    by its id's count.
+    [`lookup_embedding`][embedding_equivalence.lookup_embedding] with the given options: each row
+    ``G[n]`` is added into row ``ids[n]``; duplicates accumulate, rows that no id references stay
+    zero, the ``padding_idx`` row (hatched) gets nothing, and ``scale_grad_by_freq`` divides each
+    row by its id's count.
 
     Args:
         ids: 1-D ids (default ``[2, 3, 1, 2]``: id 2 twice).
@@ -142,7 +142,8 @@ def renorm_figure(
 ) -> str:
     """Row norms before and after ``max_norm``'s in-place renorm (only referenced rows change).
 
-    The renorm is performed by :func:`~embedding_equivalence.lookup_embedding` on a copy.
+    The renorm is performed by [`lookup_embedding`][embedding_equivalence.lookup_embedding] on a
+    copy.
 
     Args:
         weight: ``(V, D)`` table (default: the worked example's).

@@ -28,7 +28,7 @@ __all__ = ["lookup_figure", "matmul_figure", "one_hot_figure"]
 def lookup_figure(weight: torch.Tensor | None = None, ids: torch.Tensor | None = None) -> str:
     """The table with the looked-up rows highlighted, and the rows they become.
 
-    The output is computed by :func:`~embedding_equivalence.lookup_embedding`.
+    The output is computed by [`lookup_embedding`][embedding_equivalence.lookup_embedding].
 
     Args:
         weight: ``(V, D)`` table (default: the worked example's).
@@ -127,7 +127,7 @@ def matmul_figure(
 ) -> str:
     """``one_hot(ids, V) @ weight``, with one output row traced back to the row it selects.
 
-    The product is computed by :func:`~embedding_equivalence.matmul_embedding`.
+    The product is computed by [`matmul_embedding`][embedding_equivalence.matmul_embedding].
 
     Args:
         ids: 1-D ids (default ``[2, 3, 1]``).

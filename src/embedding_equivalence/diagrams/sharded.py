@@ -1,6 +1,6 @@
 """Figures of "Sharded embeddings are block matrix products": the row and the column split.
 
-The shards follow torch's chunking (:func:`~embedding_equivalence.distributed.shard_range`),
+The shards follow torch's chunking ([`shard_range`][embedding_equivalence.distributed.shard_range]),
 so uneven and empty shards are drawn as ``Shard(0)`` and ``Shard(1)`` lay them out. The
 vocab-parallel figure computes each rank's partial product ``one_hot_r @ W_r`` and their sum
 (what the all-reduce returns); the dim-parallel figure computes each rank's column block
@@ -72,7 +72,7 @@ def vocab_parallel_figure(
     Args:
         weight: ``(V, D)`` table (default: the worked example's).
         ids: 1-D ids (default ``[2, 3, 1]``).
-        world_size: the number of ranks, 1 to :data:`MAX_RANKS`.
+        world_size: the number of ranks, 1 to [`MAX_RANKS`][].
 
     Returns:
         An SVG document.
@@ -226,13 +226,13 @@ def dim_parallel_figure(
 
     Rank ``r`` holds columns ``[start_r, stop_r)`` of every row (``Shard(1)``, torch's
     chunking; trailing ranks may hold none). Each rank's block of the output is computed by
-    :func:`~embedding_equivalence.matmul_embedding` on its columns, and the output drawn is
-    their concatenation along ``D``, as the all-gather returns it.
+    [`matmul_embedding`][embedding_equivalence.matmul_embedding] on its columns, and the output
+    drawn is their concatenation along ``D``, as the all-gather returns it.
 
     Args:
         weight: ``(V, D)`` table (default: the worked example's).
         ids: 1-D ids (default ``[2, 3, 1]``).
-        world_size: the number of ranks, 1 to :data:`MAX_RANKS`.
+        world_size: the number of ranks, 1 to [`MAX_RANKS`][].
 
     Returns:
         An SVG document.

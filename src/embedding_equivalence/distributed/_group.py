@@ -1,6 +1,6 @@
 """The worker launcher: a process group of spawned ranks, driven from this process.
 
-:class:`WorkerGroup` starts ``world_size`` processes (``python -m
+[`WorkerGroup`][] starts ``world_size`` processes (``python -m
 embedding_equivalence.distributed._worker``), each joining a torch.distributed group (gloo on
 the CPU, nccl on CUDA) through a TCP store that this process hosts on a free port. This
 process is not a rank: it sends each rank the call to run and waits for every rank's outcome,
@@ -14,7 +14,7 @@ so that it can notice a rank that raises, hangs or dies while the others wait in
 - a rank that **dies** is found when its connection closes; its exit status and the end of
   its log are reported.
 
-Workers are ended by their pid: at :meth:`WorkerGroup.close`, when the group is restarted, and
+Workers are ended by their pid: at `WorkerGroup.close`, when the group is restarted, and
 when this process exits. Each worker also asks Linux to kill it if this process dies.
 """
 
@@ -64,7 +64,7 @@ def send(conn: Connection, obj: object) -> None:
 
 
 def receive(conn: Connection) -> Any:
-    """Receive what :func:`send` sent."""
+    """Receive what [`send`][] sent."""
     return pickle.loads(conn.recv_bytes())
 
 
@@ -116,7 +116,7 @@ def _kill(workers: list[_Worker]) -> None:
 class WorkerGroup:
     """``world_size`` spawned ranks in a process group, and this process as their driver.
 
-    Use it as a context manager; the group starts lazily on the first :meth:`run`.
+    Use it as a context manager; the group starts lazily on the first [`run`][].
 
     Args:
         world_size: the number of ranks (at least 1).
@@ -263,7 +263,7 @@ class WorkerGroup:
             self._fail([w.rank for w in dead], "died", f"died while {doing}")
 
     def _fail(self, ranks: list[int], kind: str, what: str) -> None:
-        """Kill the group and raise :class:`GroupFailure` with each failed rank's log."""
+        """Kill the group and raise [`GroupFailure`][] with each failed rank's log."""
         workers = [self._workers[r] for r in ranks]
         if kind == "hung":
             for w in workers:
@@ -281,14 +281,14 @@ class WorkerGroup:
         raise GroupFailure(message, ranks, kind)
 
     def run(self, *request: Any) -> list[Outcome]:
-        """Send ``request`` to every rank and collect every rank's :class:`Outcome`.
+        """Send ``request`` to every rank and collect every rank's [`Outcome`][].
 
         A rank that raised is reported in its outcome. The ranks that did not answer within a
         short grace after it (stuck in a collective the failed rank never joined) get an
         outcome whose error says so, and the group is restarted before the next call.
 
         Args:
-            request: the arguments of :func:`~._rank.run_on_rank` after ``device``.
+            request: the arguments of ``run_on_rank`` after ``device``.
 
         Returns:
             One outcome a rank, the ranks that raised first, then the others by rank.

@@ -108,7 +108,7 @@ def run_on_rank(
         mesh: the 1-D mesh to shard over (default: one over the whole default group).
 
     Returns:
-        The :class:`~embedding_equivalence._check.Outcome` of this rank, with plain CPU tensors
+        The [`Outcome`][embedding_equivalence._check.Outcome] of this rank, with plain CPU tensors
         (``output`` and ``weight_grad`` full, ``table`` the full table after the call).
     """
     start = time.perf_counter()

@@ -50,8 +50,8 @@ class TorchrunGroup:
     """The ranks of the current process group, driven by rank 0.
 
     Every rank constructs it (the groups are created collectively), then rank 0 calls
-    :meth:`run` for each call and :meth:`finish` with the report, while the other ranks call
-    :meth:`serve`, which returns that report.
+    [`run`][] for each call and [`finish`][] with the report, while the other ranks call
+    [`serve`][], which returns that report.
 
     Args:
         device: ``"cpu"`` or ``"cuda"``.

@@ -3,8 +3,9 @@
 A thin adapter over the engine, like ``verify_embedding``: the same strategy (with small
 tables, so that shards are uneven or empty), the same oracle and bound, the same judge and
 report. What changes is the runner, the engine's first seam: each call runs on every rank of a
-:class:`~._group.WorkerGroup` (or of the group this process is in, under ``torchrun``), and
-every rank's outcome is judged, so outputs and gradients must agree on every rank.
+[`WorkerGroup`][embedding_equivalence.distributed._group.WorkerGroup] (or of the group this process
+is in, under ``torchrun``), and every rank's outcome is judged, so outputs and gradients must agree
+on every rank.
 """
 
 from __future__ import annotations
@@ -86,13 +87,13 @@ def sharded_embedding_cases(
     Args:
         world_size: the number of ranks.
         sharding: ``"vocab"`` or ``"dim"``.
-        options: as for :func:`~embedding_equivalence.strategies.embedding_cases`, without
-            ``"sparse"`` (a DTensor has no sparse gradient).
+        options: as for [`embedding_cases`][embedding_equivalence.strategies.embedding_cases],
+            without ``"sparse"`` (a DTensor has no sparse gradient).
         dtype: a float dtype, or a strategy of them.
         invalid: draw calls that the reference refuses.
 
     Returns:
-        A strategy of :class:`~embedding_equivalence.strategies.EmbeddingCase`.
+        A strategy of [`EmbeddingCase`][embedding_equivalence.strategies.EmbeddingCase].
     """
     if sharding not in SHARDINGS:
         raise InvalidArgument(f"sharding={sharding!r} must be one of {sorted(SHARDINGS)}")
@@ -196,7 +197,8 @@ def verify_sharded_embedding(
     ``(*input.shape, D)`` output (a plain tensor or a DTensor); the backward pass runs on every
     rank with the same upstream gradient, and ``weight.grad.full_tensor()`` is judged against
     the exact float64 oracle and derived bound of
-    :func:`~embedding_equivalence.verify_embedding`. Every rank's output and gradient is
+    [`verify_embedding`][embedding_equivalence.verify_embedding]. Every rank's output and gradient
+    is
     judged: they must agree on every rank.
 
     The verifier starts its own ranks (spawned processes that join a gloo group on the CPU,
@@ -226,8 +228,8 @@ def verify_sharded_embedding(
             hung (default 20, or ``$EMBEDDING_EQUIVALENCE_DISTRIBUTED_TIMEOUT``).
 
     Returns:
-        A :class:`~embedding_equivalence.VerificationReport`; ``extra`` records the sharding,
-        the world size and the group's start-up times.
+        A [`VerificationReport`][embedding_equivalence.VerificationReport]; ``extra`` records the
+        sharding, the world size and the group's start-up times.
 
     Raises:
         InvalidArgument: a candidate the workers cannot import, an unknown sharding or option,

@@ -1,12 +1,12 @@
 """One rank of a worker group: ``python -m embedding_equivalence.distributed._worker``.
 
-The parent (:class:`~embedding_equivalence.distributed._group.WorkerGroup`) starts one such
+The parent ([`WorkerGroup`][embedding_equivalence.distributed._group.WorkerGroup]) starts one such
 process per rank. The worker never imports the parent's main script: it imports only this
 package, torch, and the candidate's module (by name), so a script without an
 ``if __name__ == "__main__":`` guard can start a group.
 
 It connects back to the parent over a local socket (an authenticated
-:mod:`multiprocessing.connection`), joins the process group through the parent's TCP store,
+`multiprocessing.connection`), joins the process group through the parent's TCP store,
 then serves requests until told to stop or until the parent goes away.
 """
 

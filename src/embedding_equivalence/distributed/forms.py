@@ -53,7 +53,7 @@ __all__ = [
 def shard_range(size: int, world_size: int, rank: int) -> tuple[int, int]:
     """The ``[start, stop)`` of a dimension of ``size`` that ``rank`` holds under torch's chunking.
 
-    ``Shard(dim)`` follows :func:`torch.chunk`: every rank but the last ones holds
+    ``Shard(dim)`` follows `torch.chunk`: every rank but the last ones holds
     ``ceil(size / world_size)`` entries, and trailing ranks may hold fewer or none (``V = 4``
     over 3 ranks is 2, 2, 0).
 
@@ -214,7 +214,7 @@ def vocab_parallel_embedding(
     """Vocab-parallel embedding: a masked local lookup on each rank, then an all-reduce.
 
     Rank ``r`` holds rows ``[start_r, stop_r)`` of the table (torch's chunking,
-    :func:`shard_range`). It looks up the ids it owns, puts exact zeros where it does not, and
+    [`shard_range`][]). It looks up the ids it owns, puts exact zeros where it does not, and
     the all-reduce sums the ranks' partial results (forward); the backward is the identity, so
     each rank's rows receive exactly the gradient of the unsharded lookup.
 
@@ -234,7 +234,7 @@ def vocab_parallel_embedding(
 
     Raises:
         TypeError: ``weight`` is not a DTensor, or as
-            :func:`~embedding_equivalence.lookup_embedding`.
+            [`lookup_embedding`][embedding_equivalence.lookup_embedding].
         ValueError: ``weight`` is not ``Shard(0)`` over a 1-D mesh, or as the unsharded forms.
         IndexError: an id outside ``[0, V)``.
     """
@@ -254,9 +254,9 @@ def vocab_parallel_matmul_embedding(
 
     Each rank multiplies the columns of the one-hot that match its rows by its block of the
     table; the all-reduce sums the blocks (forward) and passes the gradient through unchanged
-    (backward). Same arguments, options and errors as :func:`vocab_parallel_embedding`; like
-    :func:`~embedding_equivalence.matmul_embedding`, a non-finite entry of a rank's block
-    poisons that rank's other outputs (``0 * inf = nan``).
+    (backward). Same arguments, options and errors as [`vocab_parallel_embedding`][]; like
+    [`matmul_embedding`][embedding_equivalence.matmul_embedding], a non-finite entry of a rank's
+    block poisons that rank's other outputs (``0 * inf = nan``).
 
     Args:
         input: ids, the same on every rank.
@@ -334,7 +334,7 @@ def dim_parallel_embedding(
 
     Raises:
         TypeError: ``weight`` is not a DTensor, or as
-            :func:`~embedding_equivalence.lookup_embedding`.
+            [`lookup_embedding`][embedding_equivalence.lookup_embedding].
         ValueError: ``weight`` is not ``Shard(1)`` over a 1-D mesh, or as the unsharded forms.
         IndexError: an id outside ``[0, V)``.
     """

@@ -4,7 +4,7 @@
 both for ``F.embedding_bag``, ``modules.py`` wraps them as ``nn.Module``s; ``validation.py``
 gives every form the same errors, ``renorm.py`` applies ``max_norm``, ``padding_idx`` and
 ``scale_grad_by_freq`` outside the product, and ``options.py`` states which option applies to
-which bag mode. :data:`FORMS` (``registry.py``) lists them all; the package imports the
+which bag mode. [`FORMS`][] (``registry.py``) lists them all; the package imports the
 functions themselves from their modules.
 """
 

@@ -5,7 +5,7 @@ A bag is a run of ids whose rows are reduced to one vector. For ``mode="sum"`` t
 occurs in bag ``b`` (or sums the ``per_sample_weights`` of those occurrences): the bag is
 a multi-hot row, the sum of the one-hot rows of its ids. ``mode="mean"`` divides that row by
 the number of ids in the bag. ``mode="max"`` takes an element-wise maximum, which is not linear
-and so has no matrix form; :func:`matmul_embedding_bag` computes it as a gather followed by a
+and so has no matrix form; [`matmul_embedding_bag`][] computes it as a gather followed by a
 per-bag reduction.
 
 Shared semantics of both functions (those of ``F.embedding_bag``, checked by experiment on
@@ -117,7 +117,7 @@ def bag_count_matrix(
     Returns:
         ``(B, V)`` tensor on ``ids.device``.
 
-    Example:
+    Examples:
         >>> import torch
         >>> bag_count_matrix(torch.tensor([0, 0, 1]), torch.tensor([2, 2, 0]), 2, 3, torch.float32)
         tensor([[0., 0., 2.],
@@ -191,8 +191,8 @@ def lookup_embedding_bag(
     """Reduce bags of rows of ``weight`` with ``F.embedding_bag``, after the shared checks.
 
     The arguments, their order and their meaning are those of
-    :func:`torch.nn.functional.embedding_bag`, so this is a drop-in replacement that refuses bad
-    input with the same errors as :func:`matmul_embedding_bag`. Three defects of
+    `torch.nn.functional.embedding_bag`, so this is a drop-in replacement that refuses bad
+    input with the same errors as [`matmul_embedding_bag`][]. Three defects of
     ``F.embedding_bag`` (torch 2.13) are worked around, so that the documented semantics hold:
 
     - with ``include_last_offset=True`` and ``offsets[-1] < len(input)``, torch's CPU backward
@@ -229,12 +229,12 @@ def lookup_embedding_bag(
 
     Raises:
         TypeError: ids, offsets or weights of the wrong type or dtype (see
-            :func:`~embedding_equivalence.lookup_embedding`).
+            [`lookup_embedding`][embedding_equivalence.lookup_embedding]).
         ValueError: wrong ranks, devices, mode, offsets, ``padding_idx``, ``max_norm``, or an
             unsupported combination of options; the message shows a correct call.
         IndexError: an id outside ``[0, V)``.
 
-    Example:
+    Examples:
         >>> import torch
         >>> from embedding_equivalence import lookup_embedding_bag
         >>> weight = torch.arange(8.0).reshape(4, 2)
@@ -286,7 +286,7 @@ def matmul_embedding_bag(
     """Reduce bags of rows of ``weight`` by a matrix product with the bag-count matrix.
 
     ``sum``: ``M @ weight``, where ``M`` is the ``(B, V)`` bag-count (multi-hot) matrix of
-    :func:`bag_count_matrix`: ``M[b, v]`` counts the occurrences of ``v`` in bag ``b``, or sums
+    `bag_count_matrix`: ``M[b, v]`` counts the occurrences of ``v`` in bag ``b``, or sums
     their ``per_sample_weights``. ``mean``: the same product divided by the number of
     non-padding ids in each bag (an empty bag gives zeros). ``M`` is built in ``weight``'s
     dtype, and its size, ``B * V * itemsize`` bytes, is checked against the memory available
@@ -306,14 +306,14 @@ def matmul_embedding_bag(
     all without a loop fallback. ``max_norm``'s renorm is outside autograd (the tangent is not
     rescaled), as in ``F.embedding``.
 
-    Same semantics, options and errors as :func:`lookup_embedding_bag` (without ``sparse``).
+    Same semantics, options and errors as [`lookup_embedding_bag`][] (without ``sparse``).
     With finite weights, ``sum`` and ``mean`` equal ``F.embedding_bag`` bit for bit whenever
     the sums are exact (e.g. integer-valued weights); in general the two add the same terms in
     a different order, so they differ by rounding (the product adds ``count * W[v]`` over
     ``v``, the lookup adds ``W[ids[i]]`` over positions ``i``). ``max`` equals it bit for bit,
     except with NaN (propagated here; torch's CPU kernel keeps a NaN only when it comes first
     in its bag). A non-finite value anywhere in ``weight`` makes ``sum``/``mean`` outputs NaN
-    (``0 * inf``), as for :func:`~embedding_equivalence.matmul_embedding`.
+    (``0 * inf``), as for [`matmul_embedding`][embedding_equivalence.matmul_embedding].
 
     Args:
         input: int64 or int32 ids, each in ``[0, V)``: ``(N,)`` with ``offsets``, or
@@ -340,11 +340,11 @@ def matmul_embedding_bag(
     Raises:
         OneHotTooLargeError: the dense ``(B, V)`` bag-count matrix would not fit in memory
             (``sum`` and ``mean``).
-        TypeError: see :func:`lookup_embedding_bag`; both raise the same errors.
-        ValueError: see :func:`lookup_embedding_bag`.
-        IndexError: see :func:`lookup_embedding_bag`.
+        TypeError: see [`lookup_embedding_bag`][]; both raise the same errors.
+        ValueError: see [`lookup_embedding_bag`][].
+        IndexError: see [`lookup_embedding_bag`][].
 
-    Example:
+    Examples:
         >>> import torch
         >>> from embedding_equivalence import matmul_embedding_bag
         >>> weight = torch.arange(8.0).reshape(4, 2)

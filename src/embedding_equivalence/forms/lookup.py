@@ -1,8 +1,8 @@
 """Lookup forms: the embedding as indexing, ``W[ids]``.
 
-:func:`lookup_embedding` is ``F.embedding`` behind the package's shared validation, so that
-it refuses bad input with the same errors as the matmul forms. :func:`index_select_embedding`
-and :func:`indexing_embedding` are two further lookups built from ``index_select`` and advanced
+[`lookup_embedding`][] is ``F.embedding`` behind the package's shared validation, so that
+it refuses bad input with the same errors as the matmul forms. [`index_select_embedding`][]
+and [`indexing_embedding`][] are two further lookups built from ``index_select`` and advanced
 indexing; the test suite checks all three against each other and against the float64 oracle.
 """
 
@@ -29,7 +29,7 @@ def lookup_embedding(
     """Look up rows of ``weight``: ``weight[input]``, with every option of ``F.embedding``.
 
     The arguments, their order and their meaning are those of
-    :func:`torch.nn.functional.embedding`, so this is a drop-in replacement that validates its
+    `torch.nn.functional.embedding`, so this is a drop-in replacement that validates its
     input first (see [errors](#errors) below).
 
     Args:
@@ -59,7 +59,7 @@ def lookup_embedding(
             with ``scale_grad_by_freq``.
         IndexError: an id outside ``[0, V)``; the message names the id, its position and ``V``.
 
-    Example:
+    Examples:
         >>> import torch
         >>> from embedding_equivalence import lookup_embedding
         >>> weight = torch.arange(8.0).reshape(4, 2)
@@ -113,7 +113,7 @@ def index_select_embedding(
 ) -> torch.Tensor:
     """Lookup through ``torch.index_select``; gradient by ``index_add`` (autograd's rule).
 
-    Same arguments, semantics and errors as :func:`lookup_embedding` (without ``sparse``).
+    Same arguments, semantics and errors as [`lookup_embedding`][] (without ``sparse``).
     """
     options = (padding_idx, max_norm, norm_type, scale_grad_by_freq)
     flat, w = prepare_call(input, weight, options, "index_select_embedding")
@@ -130,7 +130,7 @@ def indexing_embedding(
 ) -> torch.Tensor:
     """Lookup by advanced indexing, ``weight[input]``; gradient by accumulating ``index_put``.
 
-    Same arguments, semantics and errors as :func:`lookup_embedding` (without ``sparse``).
+    Same arguments, semantics and errors as [`lookup_embedding`][] (without ``sparse``).
     """
     options = (padding_idx, max_norm, norm_type, scale_grad_by_freq)
     flat, w = prepare_call(input, weight, options, "indexing_embedding")

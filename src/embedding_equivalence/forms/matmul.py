@@ -3,15 +3,16 @@
 None of these calls an embedding kernel. ``padding_idx`` and ``scale_grad_by_freq`` become a
 mask and a per-row division of the weight's gradient, which is the same as masking and scaling
 the columns of the one-hot in ``one_hot^T @ G``; the upstream gradient of a padding position is
-also zeroed before the product sees it (:func:`~.renorm.stop_padding_grad`), so that a
-non-finite value there reaches no row (``0 * nan = nan``), as in ``F.embedding``. ``max_norm``
-rescales the referenced rows in place before the product, outside autograd (forward mode
-included), as ``F.embedding`` does.
+also zeroed before the product sees it
+([`stop_padding_grad`][embedding_equivalence.forms.renorm.stop_padding_grad]), so that a non-finite
+value there reaches no row (``0 * nan = nan``), as in ``F.embedding``. ``max_norm`` rescales the
+referenced rows in place before the product, outside autograd (forward mode included), as
+``F.embedding`` does.
 
 Every autograd mode of ``F.embedding`` works: reverse and forward mode, double backward, and
 ``torch.func.grad``, ``jvp``, ``jacrev``, ``jacfwd`` and ``vmap`` (over a batch of tables).
 The sparse product has no forward-mode formula in torch (``_sparse_addmm``), so
-:func:`sparse_matmul_embedding` multiplies through :class:`SparseProduct`, which has one.
+[`sparse_matmul_embedding`][] multiplies through [`SparseProduct`][], which has one.
 """
 
 from __future__ import annotations
@@ -156,7 +157,7 @@ def matmul_embedding(
 
     The one-hot is built in ``weight``'s dtype (not ``F.one_hot``'s int64), and its size,
     ``N * V * itemsize`` bytes, is checked against the memory available before anything is
-    allocated. For finite weights the result equals :func:`lookup_embedding` bit for bit: each
+    allocated. For finite weights the result equals [`lookup_embedding`][] bit for bit: each
     output entry is ``1 * W[id, d]`` plus exact zeros. A non-finite entry anywhere in ``W``
     breaks this (``0 * inf = nan``), and ``-0.0`` comes back as ``+0.0``.
 
@@ -175,11 +176,11 @@ def matmul_embedding(
 
     Raises:
         OneHotTooLargeError: the dense one-hot would not fit in memory.
-        TypeError: see :func:`lookup_embedding`; every form raises the same errors.
-        ValueError: see :func:`lookup_embedding`.
-        IndexError: see :func:`lookup_embedding`.
+        TypeError: see [`lookup_embedding`][]; every form raises the same errors.
+        ValueError: see [`lookup_embedding`][].
+        IndexError: see [`lookup_embedding`][].
 
-    Example:
+    Examples:
         >>> import torch
         >>> from embedding_equivalence import matmul_embedding
         >>> weight = torch.arange(8.0).reshape(4, 2)
@@ -207,7 +208,7 @@ def linear_embedding(
     This is the seed notebooks' form: ``nn.Linear(V, D, bias=False)`` stores its weight as
     ``(out_features, in_features) = (D, V)``, the transpose of the embedding table, and computes
     ``x @ linear.weight.T``. Here ``weight`` is the ``(V, D)`` table, so the linear weight is
-    ``weight.T`` (a view, no copy). Same guarantees and errors as :func:`matmul_embedding`.
+    ``weight.T`` (a view, no copy). Same guarantees and errors as [`matmul_embedding`][].
 
     Args:
         input: int64 or int32 ids of any shape ``(*batch)``, each in ``[0, V)``.
@@ -223,9 +224,9 @@ def linear_embedding(
 
     Raises:
         OneHotTooLargeError: the dense one-hot would not fit in memory.
-        TypeError: see :func:`lookup_embedding`.
-        ValueError: see :func:`lookup_embedding`.
-        IndexError: see :func:`lookup_embedding`.
+        TypeError: see [`lookup_embedding`][].
+        ValueError: see [`lookup_embedding`][].
+        IndexError: see [`lookup_embedding`][].
     """
     options = (padding_idx, max_norm, norm_type, scale_grad_by_freq)
     call = prepare_product_call(input, weight, options, "linear_embedding", dense_one_hot=True)
@@ -247,8 +248,8 @@ def sparse_matmul_embedding(
     The one-hot is a sparse COO matrix with ``N`` stored ones, so the product costs what a
     lookup costs (``O(N * D)``), whatever ``V`` is; nothing of size ``N * V`` is built.
     The gradient of ``weight`` is dense (``one_hot^T @ G``); forward mode, double backward and
-    the ``torch.func`` transforms work through :class:`SparseProduct`, whose derivatives are
-    sparse products too. Same forward guarantees and errors as :func:`matmul_embedding`,
+    the ``torch.func`` transforms work through `SparseProduct`, whose derivatives are
+    sparse products too. Same forward guarantees and errors as [`matmul_embedding`][],
     without the memory refusal.
 
     Args:
@@ -264,9 +265,9 @@ def sparse_matmul_embedding(
         ``(*batch, D)`` tensor of ``weight``'s dtype and device.
 
     Raises:
-        TypeError: see :func:`lookup_embedding`.
-        ValueError: see :func:`lookup_embedding`.
-        IndexError: see :func:`lookup_embedding`.
+        TypeError: see [`lookup_embedding`][].
+        ValueError: see [`lookup_embedding`][].
+        IndexError: see [`lookup_embedding`][].
     """
     options = (padding_idx, max_norm, norm_type, scale_grad_by_freq)
     call = prepare_product_call(input, weight, options, "sparse_matmul_embedding")

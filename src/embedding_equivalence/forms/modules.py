@@ -12,7 +12,7 @@ __all__ = ["MatmulEmbedding", "embedding_to_linear", "linear_to_embedding"]
 
 
 class MatmulEmbedding(nn.Module):
-    """A drop-in for :class:`torch.nn.Embedding` whose forward is ``one_hot(ids, V) @ weight``.
+    """A drop-in for `torch.nn.Embedding` whose forward is ``one_hot(ids, V) @ weight``.
 
     Same constructor arguments, same parameter name (``weight``, shape ``(V, D)``), same
     ``state_dict`` keys and the same initialisation as ``nn.Embedding`` (``N(0, 1)`` with the
@@ -22,10 +22,10 @@ class MatmulEmbedding(nn.Module):
         mm = MatmulEmbedding(10, 4, padding_idx=0)
         mm.load_state_dict(emb.state_dict())
 
-    The forward calls :func:`~embedding_equivalence.matmul_embedding`, so it builds a dense
-    ``(N, V)`` one-hot: use it to study or test the equivalence, not to train a large vocabulary.
-    It matches ``nn.Embedding`` under every autograd mode: reverse and forward mode, double
-    backward, and the ``torch.func`` transforms (``grad``, ``jvp``, ``jacrev``, ``jacfwd``,
+    The forward calls [`matmul_embedding`][embedding_equivalence.matmul_embedding], so it builds a
+    dense ``(N, V)`` one-hot: use it to study or test the equivalence, not to train a large
+    vocabulary. It matches ``nn.Embedding`` under every autograd mode: reverse and forward mode,
+    double backward, and the ``torch.func`` transforms (``grad``, ``jvp``, ``jacrev``, ``jacfwd``,
     ``vmap`` over tables) through ``torch.func.functional_call(module, {"weight": w}, (ids,))``;
     a padding position gets no gradient at all, even a non-finite one.
 
@@ -197,7 +197,7 @@ def embedding_to_linear(embedding: nn.Embedding | MatmulEmbedding) -> nn.Linear:
     ``scale_grad_by_freq``, ``sparse``) do not carry over.
 
     Args:
-        embedding: an ``nn.Embedding`` or :class:`MatmulEmbedding`.
+        embedding: an ``nn.Embedding`` or [`MatmulEmbedding`][].
 
     Returns:
         ``nn.Linear(V, D, bias=False)`` with ``weight`` of shape ``(D, V)``, contiguous, on the
@@ -230,7 +230,7 @@ def embedding_to_linear(embedding: nn.Embedding | MatmulEmbedding) -> nn.Linear:
 def linear_to_embedding(linear: nn.Linear) -> nn.Embedding:
     """Convert a bias-free ``nn.Linear(V, D)`` to ``nn.Embedding(V, D)`` with a copy of ``W.T``.
 
-    The inverse of :func:`embedding_to_linear`; the weight is cloned, never aliased.
+    The inverse of [`embedding_to_linear`][]; the weight is cloned, never aliased.
 
     Args:
         linear: ``nn.Linear`` with ``bias=None`` (a bias would add a constant row to every

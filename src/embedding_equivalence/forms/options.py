@@ -1,8 +1,8 @@
 """The keyword options of the embedding and the bag, and which option applies to which mode.
 
 This is the one place that states "option X needs mode Y": the forms' validation, the
-strategies, the verifier and the CLI all read :data:`OPTION_MODES` through
-:func:`option_applies`.
+strategies, the verifier and the CLI all read [`OPTION_MODES`][] through
+[`option_applies`][].
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ def option_applies(option: str, mode: str) -> bool:
     """Whether ``F.embedding_bag`` accepts ``option`` together with ``mode``.
 
     Args:
-        option: a name from :data:`BAG_OPTIONS`.
-        mode: a name from :data:`BAG_MODES`.
+        option: a name from [`BAG_OPTIONS`][].
+        mode: a name from [`BAG_MODES`][].
 
     Returns:
-        True unless :data:`OPTION_MODES` restricts ``option`` to other modes.
+        True unless [`OPTION_MODES`][] restricts ``option`` to other modes.
     """
     return mode in OPTION_MODES.get(option, BAG_MODES)

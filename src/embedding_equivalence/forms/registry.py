@@ -1,4 +1,4 @@
-"""The registry of forms: every list of forms in the project reads :data:`FORMS`.
+"""The registry of forms: every list of forms in the project reads [`FORMS`][].
 
 The test suite's parametrizations, the CLI's verify table, the benchmark sweep and the docs
 all take their forms from here; a new form is one entry.
@@ -29,8 +29,8 @@ class Form:
         kind: ``"embedding"`` or ``"bag"``.
         computes: how: ``"lookup"`` (indexing), ``"dense matmul"`` (a one-hot or bag-count
             matrix times the table) or ``"sparse matmul"`` (a sparse one-hot times the table).
-        options: the keyword options it takes, in :data:`EMBEDDING_OPTIONS` /
-            :data:`BAG_OPTIONS` order.
+        options: the keyword options it takes, in [`EMBEDDING_OPTIONS`][] /
+            [`BAG_OPTIONS`][] order.
         public: exported by ``embedding_equivalence`` (the others are cross-checks).
     """
 
@@ -77,14 +77,14 @@ FORMS: tuple[Form, ...] = (
 def forms(
     kind: Literal["embedding", "bag"] | None = None, *, public: bool | None = None
 ) -> tuple[Form, ...]:
-    """The entries of :data:`FORMS` of one ``kind`` (``None``: both), optionally public only.
+    """The entries of [`FORMS`][] of one ``kind`` (``None``: both), optionally public only.
 
     Args:
         kind: ``"embedding"``, ``"bag"`` or ``None``.
-        public: ``True``/``False`` to select by :attr:`Form.public`; ``None`` for all.
+        public: ``True``/``False`` to select by `Form.public`; ``None`` for all.
 
     Returns:
-        The matching forms, in :data:`FORMS` order.
+        The matching forms, in [`FORMS`][] order.
     """
     return tuple(
         f
@@ -94,7 +94,7 @@ def forms(
 
 
 def form(name: str) -> Form:
-    """The entry of :data:`FORMS` named ``name``.
+    """The entry of [`FORMS`][] named ``name``.
 
     Args:
         name: e.g. ``"matmul_embedding"``.

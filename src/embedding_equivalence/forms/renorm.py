@@ -3,12 +3,12 @@
 ``F.embedding`` implements two of its options inside its backward kernel (``padding_idx``
 and ``scale_grad_by_freq``) and one as an in-place side effect before the lookup
 (``max_norm``). The hand-written forms in this package express the first two as a mask and a
-per-row division applied to a gradient (:class:`GradRowScale`: on the weight's rows with
-:func:`grad_row_scale`, on the output's rows with :func:`stop_padding_grad`), and the third as
-:func:`renorm_rows_`, an in-place rescaling of the referenced rows that reproduces
+per-row division applied to a gradient ([`GradRowScale`][]: on the weight's rows with
+[`grad_row_scale`][], on the output's rows with [`stop_padding_grad`][]), and the third as
+[`renorm_rows_`][], an in-place rescaling of the referenced rows that reproduces
 ``torch.embedding_renorm_`` bit for bit on the CPU.
 
-Every autograd mode that ``F.embedding`` supports works here too: :class:`GradRowScale` has a
+Every autograd mode that ``F.embedding`` supports works here too: [`GradRowScale`][] has a
 ``setup_context``, a ``jvp`` and a generated vmap rule (so ``torch.func.grad``, ``jvp``,
 ``jacrev``, ``jacfwd`` and ``vmap`` accept it), its backward is made of differentiable
 operations (double backward), and the renorm writes through ``weight.detach()`` with tensor
@@ -51,7 +51,7 @@ def renorm_rows_(
     On the CPU the norm of each row is taken row by row and the scale is rounded to the
     weight's dtype before the product, which is what torch's CPU kernel does (``row *= scale``
     with a double ``scale``), so the result is identical bit for bit. On other devices the
-    norms are taken all at once and the scale is applied as in :func:`scale_rows_`. Only tensor
+    norms are taken all at once and the scale is applied as in [`scale_rows_`][]. Only tensor
     operations touch the values (no ``.item()``), so a batch of tables under
     ``torch.func.vmap`` is renormalized table by table.
 
@@ -221,7 +221,7 @@ def stop_padding_grad(
     Args:
         out: ``(N, D)`` output rows, one per position of ``flat_ids``.
         flat_ids: ``(N,)`` int64 ids.
-        padding: the padding row, non-negative (as :func:`prepare_product_call` returns it),
+        padding: the padding row, non-negative (as [`prepare_product_call`][] returns it),
             or ``None``.
 
     Returns:
@@ -241,7 +241,7 @@ class PreparedCall(NamedTuple):
     """The ids as a 1-D int64 tensor."""
     weight: torch.Tensor
     """The table to multiply or index: ``weight`` itself, or a view carrying the gradient rule
-    of ``padding_idx`` and ``scale_grad_by_freq`` (:func:`grad_row_scale`)."""
+    of ``padding_idx`` and ``scale_grad_by_freq`` ([`grad_row_scale`][])."""
     padding: int | None
     """``padding_idx`` mapped into ``[0, V)``, or ``None``."""
 
@@ -259,7 +259,7 @@ def prepare_product_call(
     The checks every form shares (in order: arguments, the dense one-hot's size when there is
     one, the ids' range), then ``max_norm``'s in-place renorm, then the gradient rule of
     ``padding_idx`` and ``scale_grad_by_freq`` on the table's rows. A product form also passes
-    its output through :func:`stop_padding_grad` with the returned ``padding``.
+    its output through [`stop_padding_grad`][] with the returned ``padding``.
 
     Args:
         input: the ids.
@@ -269,7 +269,7 @@ def prepare_product_call(
         dense_one_hot: the form builds an ``(N, V)`` one-hot: refuse it if it would not fit.
 
     Returns:
-        The :class:`PreparedCall`.
+        The [`PreparedCall`][].
     """
     padding_idx, max_norm, norm_type, scale_grad_by_freq = options
     padding = check_embedding_args(input, weight, padding_idx, max_norm, norm_type, fn)
@@ -290,7 +290,7 @@ def prepare_call(
     *,
     dense_one_hot: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`prepare_product_call` for a form that indexes: ``(flat_ids, weight)``.
+    """[`prepare_product_call`][] for a form that indexes: ``(flat_ids, weight)``.
 
     Args:
         input: the ids.

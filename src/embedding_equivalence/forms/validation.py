@@ -1,6 +1,6 @@
 """Input checks shared by every implementation, so that each raises the same error.
 
-Every public function of the package calls :func:`check_embedding_args` (or the bag
+Every public function of the package calls [`check_embedding_args`][] (or the bag
 variant) first. Nothing here clamps, casts or repairs an input: a bad input is refused
 with a message that names the value and shows the correct call.
 """
@@ -47,8 +47,8 @@ class OneHotTooLargeError(MemoryError):
     """A dense one-hot matrix would not fit in memory; raised before anything is allocated.
 
     The message names the size of the one-hot and points to the forms that never build it
-    (:func:`~embedding_equivalence.lookup_embedding` and
-    :func:`~embedding_equivalence.sparse_matmul_embedding`).
+    ([`lookup_embedding`][embedding_equivalence.lookup_embedding] and
+    [`sparse_matmul_embedding`][embedding_equivalence.sparse_matmul_embedding]).
     """
 
 
@@ -156,7 +156,7 @@ def check_embedding_args(
 
     Order: types of ``input`` and ``weight``, the weight's rank and dtype, devices,
     ``padding_idx``, ``max_norm`` and ``norm_type``. The range check of the ids
-    (:func:`check_ids_in_range`) is separate so that a matmul form can refuse an oversized
+    ([`check_ids_in_range`][]) is separate so that a matmul form can refuse an oversized
     one-hot first, before reading any id.
 
     Args:
@@ -431,7 +431,7 @@ def check_embedding_bag_args(
 ) -> None:
     """Validate the arguments that ``F.embedding_bag`` adds to ``F.embedding``.
 
-    Call it after :func:`check_embedding_args` (which checks ``input``, ``weight``,
+    Call it after [`check_embedding_args`][] (which checks ``input``, ``weight``,
     ``padding_idx``, ``max_norm`` and ``norm_type``) and before the range check of the ids.
     Order: the input's rank, ``mode``, ``scale_grad_by_freq`` with ``mode="max"``,
     ``per_sample_weights``, then ``offsets`` (type, rank, dtype, device, values).
@@ -566,7 +566,7 @@ def check_multi_hot_fits(
 ) -> None:
     """Refuse a dense ``(B, V)`` bag-count matrix that cannot fit, before anything is allocated.
 
-    The same budget as :func:`check_one_hot_fits` (which decides), with a message about bags.
+    The same budget as [`check_one_hot_fits`][] (which decides), with a message about bags.
 
     Args:
         num_bags: ``B``, the number of bags.

@@ -28,7 +28,7 @@ results each of the ``k + s`` roundings may lose ``eta``. Every forward entry is
           \qquad A_{b,d} = \sum_i |c_i| \, (|x_i| + r_i) \; (/ k \text{ for mean}),
 
 with ``s = 0`` (sum), ``1`` (weighted sum), ``2`` (mean). ``r_i`` is zero, or with ``max_norm``
-the :func:`renorm_error_bound` of the entry: the candidate's renormalized entry differs from
+the [`renorm_error_bound`][] of the entry: the candidate's renormalized entry differs from
 the oracle's by at most ``r_i``, which moves the exact sum by ``R = sum_i |c_i| r_i`` (``/ k``
 for mean) and the maximum by at most ``R = max_i r_i`` (a maximum is 1-Lipschitz in each
 argument). An empty bag (or one of padding only) must be exactly zero, and a non-finite exact
@@ -53,7 +53,7 @@ is searched depth-first, pruned by the interval that the unassigned bags can sti
 row. A row is a maximizer of its bag when its value equals the maximum (NaN, if the column
 holds one, is the maximum, as in ``torch.amax``); with ``max_norm``, when it lies within the
 renorm bounds of the maximum (``x_i + r_i >= max_j (x_j - r_j)``). Should a component need
-more than :data:`MAX_TIE_SEARCH` search steps, its rows are not checked (never a false alarm;
+more than [`MAX_TIE_SEARCH`][] search steps, its rows are not checked (never a false alarm;
 no drawn case comes close).
 
 The gradient of ``per_sample_weights`` is ``<W[ids_i], G[b_i]>``, a dot product of ``D``
@@ -159,7 +159,7 @@ def _check_bag_input(
 
 
 class BagOracle:
-    """The exact reference of one ``F.embedding_bag`` call (the :class:`~.expected.Oracle` seam).
+    """The exact reference of one ``F.embedding_bag`` call (the ``Oracle`` seam).
 
     The call is parsed once: the bags, the referenced rows (renormalized by ``max_norm``) and
     the constants of the bounds. Takes ``F.embedding_bag``'s arguments; ``sparse`` (and any
@@ -497,7 +497,7 @@ class BagOracle:
     def max_grad_matching(
         self, grad_output: torch.Tensor, actual: torch.Tensor
     ) -> tuple[list[int], torch.Tensor, torch.Tensor]:
-        """Like :meth:`weight_grad_rows`, under the tie assignment that explains ``actual``.
+        """Like [`weight_grad_rows`][], under the tie assignment that explains ``actual``.
 
         ``actual`` is the candidate's ``(R, D)`` gradient on the same rows. Starts from the
         first-maximum assignment and, for each component of tied bags whose rows do not
@@ -609,7 +609,7 @@ def embedding_bag_error_bound(
     not finite. See the module documentation for the derivation.
 
     Args:
-        input: ids, as for :func:`reference_embedding_bag`.
+        input: ids, as for [`reference_embedding_bag`][].
         weight: ``(V, D)`` table before any renorm.
         offsets: bag starts.
         max_norm: renorm threshold (adds the renorm perturbation ``R``).
@@ -655,12 +655,12 @@ def reference_embedding_bag_grad(
     ``1 / (ids in bag b_i)`` (mean), divided by the number of occurrences under
     ``scale_grad_by_freq``. In ``max`` mode each bag's gradient goes, per column, to the first
     id that attains the maximum (``F.embedding_bag``'s choice; the checks of
-    :mod:`embedding_equivalence.testing` accept any maximizing id). The padding row, and rows
+    [`embedding_equivalence.testing`][] accept any maximizing id). The padding row, and rows
     that occur in no bag, get exact zeros; so do the ``per_sample_weights`` of padding ids and
     of ids after the last offset.
 
     Args:
-        input: ids, as for :func:`reference_embedding_bag`.
+        input: ids, as for [`reference_embedding_bag`][].
         weight: ``(V, D)`` table before any renorm (``max`` and ``per_sample_weights`` need
             its values).
         grad_output: ``(B, D)`` upstream gradient.
@@ -675,7 +675,7 @@ def reference_embedding_bag_grad(
         padding_idx: row left out of every bag.
 
     Returns:
-        :class:`BagGradients` of the table ``(V, D)`` and of ``per_sample_weights`` (or
+        [`BagGradients`][] of the table ``(V, D)`` and of ``per_sample_weights`` (or
         ``None``), float64 on the CPU.
     """
     del sparse  # the values are the same
@@ -705,7 +705,7 @@ def embedding_bag_gradient_error_bound(
     *,
     dtype: torch.dtype | None = None,
 ) -> BagGradients:
-    """Per-element bounds on the gradients of :func:`reference_embedding_bag_grad`.
+    """Per-element bounds on the gradients of [`reference_embedding_bag_grad`][].
 
     Table: ``(gamma_{k+s}(u) + gamma_{s+1}(u_64)) A / c + (k + s) eta`` for a row with ``k``
     occurrences, ``s = 0, 1, 2`` (sum, weighted sum, mean) plus 2 under
@@ -716,7 +716,7 @@ def embedding_bag_gradient_error_bound(
     See the module documentation for the derivation.
 
     Args:
-        input: ids, as for :func:`reference_embedding_bag`.
+        input: ids, as for [`reference_embedding_bag`][].
         weight: ``(V, D)`` table before any renorm.
         grad_output: ``(B, D)`` upstream gradient.
         offsets: bag starts.
@@ -731,7 +731,7 @@ def embedding_bag_gradient_error_bound(
         dtype: dtype the candidate computes in (default: the weight's).
 
     Returns:
-        :class:`BagGradients` of float64 bounds on the CPU.
+        [`BagGradients`][] of float64 bounds on the CPU.
     """
     del sparse  # the values are the same
     problem = BagOracle(

@@ -2,8 +2,8 @@ r"""Rounding: the unit roundoff, Higham's gamma, exact sums, and the bounds buil
 
 Every tolerance of the verifier is derived here from the dtype's unit roundoff and the length
 of the sum (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., Lemma 3.1 and
-eq. 4.4); the derivations are in :mod:`embedding_equivalence.oracle.embedding` (the lookup)
-and :mod:`embedding_equivalence.oracle.bag` (bags). Nothing here is tuned by hand.
+eq. 4.4); the derivations are in [`embedding_equivalence.oracle.embedding`][] (the lookup)
+and [`embedding_equivalence.oracle.bag`][] (bags). Nothing here is tuned by hand.
 """
 
 from __future__ import annotations

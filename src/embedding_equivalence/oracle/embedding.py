@@ -6,7 +6,7 @@ every sum, and never calls an embedding kernel, so a bug in torch's own kernels 
 **Forward.** ``out[n] = W[ids[n]]`` copies a row: no arithmetic, so a correct forward is
 exact and the bound is zero. With ``max_norm`` the referenced rows are first rescaled to
 ``r * max_norm / (||r||_p + 1e-7)`` when ``||r||_p > max_norm``; the candidate computes the
-norm in floating point, so there the bound is relative (see :func:`renorm_error_bound`).
+norm in floating point, so there the bound is relative (see [`renorm_error_bound`][]).
 
 **Backward.** Row ``v`` of the weight's gradient is the sum of the ``k = count(v)`` upstream
 gradient rows whose id is ``v``:
@@ -286,7 +286,7 @@ def gradient_error_bound(
 
 
 class EmbeddingOracle:
-    """The exact reference of one ``F.embedding`` call (the :class:`~.expected.Oracle` seam).
+    """The exact reference of one ``F.embedding`` call (the ``Oracle`` seam).
 
     Built from the call's ``input`` and the table as it was before the call; reads only the
     rows that ``input`` references.

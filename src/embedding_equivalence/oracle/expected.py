@@ -1,14 +1,14 @@
 """What an oracle tells the judge: the seam through which any exact reference plugs in.
 
 An oracle is built from one call's tensors before the candidate runs. The engine
-(:mod:`embedding_equivalence._check`) asks it for the exact output and its bound, the table
+([`embedding_equivalence._check`][]) asks it for the exact output and its bound, the table
 after ``max_norm``'s in-place renorm, and the gradients, and compares the candidate's with
-them. :class:`~embedding_equivalence.oracle.embedding.EmbeddingOracle` and
-:class:`~embedding_equivalence.oracle.bag.BagOracle` implement it; a new verifier (quantized
+them. [`EmbeddingOracle`][embedding_equivalence.oracle.embedding.EmbeddingOracle] and
+[`BagOracle`][embedding_equivalence.oracle.bag.BagOracle] implement it; a new verifier (quantized
 tables, say) brings its own oracle and reuses everything else.
 
 Large tables are judged by their rows: a ``(V, D)`` tensor is described by the rows that the
-call references (:class:`ExpectedRows`) plus what every other row must hold exactly (zeros, or
+call references ([`ExpectedRows`][]) plus what every other row must hold exactly (zeros, or
 the row as it was), so a table of 262,144 rows is never converted to float64 as a whole.
 """
 
@@ -24,7 +24,7 @@ __all__ = ["ExpectedRows", "Oracle"]
 
 @dataclass
 class ExpectedRows:
-    """The exact value of a ``(V, D)`` tensor, known row by row on :attr:`rows`.
+    """The exact value of a ``(V, D)`` tensor, known row by row on [`rows`][].
 
     Attributes:
         rows: the sorted rows that hold computed values.

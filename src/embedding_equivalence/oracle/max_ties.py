@@ -3,7 +3,7 @@
 In ``max`` mode the upstream gradient of a bag goes, per column, to one maximizing entry.
 Where several rows tie, every choice is a valid (sub)gradient and kernels differ, so the check
 searches for an assignment of tied bags to rows that explains the candidate's gradient within
-the bound (see :mod:`embedding_equivalence.oracle.bag` for the derivation).
+the bound (see [`embedding_equivalence.oracle.bag`][] for the derivation).
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def search_assignment(
     Tries the last maximizer of every bag first (a scatter kernel's choice), then a
     depth-first search pruned by the interval that the unassigned bags can still add to each
     row. Returns the exact value and bound of each row under the first matching assignment,
-    or ``None`` if none matches. Past :data:`MAX_TIE_SEARCH` steps it checks what every
+    or ``None`` if none matches. Past [`MAX_TIE_SEARCH`][] steps it checks what every
     valid assignment satisfies instead (the component's total is conserved, and each row
     lies in its interval): if that holds the rows are accepted (infinite bound), never a
     false alarm; if not, ``None``.
@@ -146,4 +146,4 @@ def search_assignment(
 
 
 class _SearchExhausted(Exception):
-    """Raised inside the search when it passes :data:`MAX_TIE_SEARCH` steps."""
+    """Raised inside the search when it passes [`MAX_TIE_SEARCH`][] steps."""

@@ -1,17 +1,48 @@
-"""The console script: exit codes, the JSON schema, a buggy candidate, the demo."""
+"""The console script: exit codes, the JSON schema, a buggy candidate, the demo, the output.
+
+Output: the JSON of a bare ``--json`` alone on stdout; plain lines without ANSI codes in a pipe
+or under ``CI``; a rich table and progress bar on a terminal (a stream whose ``isatty()`` is
+true stands in for one).
+"""
 
 from __future__ import annotations
 
+import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from embedding_equivalence import _console
 from embedding_equivalence.cli import main
 
 FAST = ["--dtypes", "float32", "--devices", "cpu", "--max-examples", "8", "--seed", "0"]
+ANSI = "\x1b["
+
+
+class FakeTerminal(io.StringIO):
+    """A captured stream that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.fixture
+def no_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rule reads ``CI``: unset it, as on a contributor's machine."""
+    monkeypatch.delenv("CI", raising=False)
+
+
+def result_line(out: str, *cells: str) -> str:
+    """The one plain line whose cells, split on runs of spaces, begin with ``cells``."""
+    __tracebackhide__ = True
+    found = [line for line in out.splitlines() if tuple(line.split()[: len(cells)]) == cells]
+    if len(found) != 1:
+        pytest.fail(f"{len(found)} lines begin with {cells} in:\n{out}")
+    return found[0]
 
 
 @pytest.fixture
@@ -40,8 +71,8 @@ def test_good_candidate_exits_0(kernels: str, capsys: pytest.CaptureFixture[str]
     code = main(["verify", "--candidate", f"{kernels}:good", "--options", "padding_idx", *FAST])
     out = capsys.readouterr().out
     assert code == 0
-    assert "cpu-float32" in out
-    assert "pass 8" in out
+    line = result_line(out, "pass", f"{kernels}:good", "padding_idx", "cpu", "float32")
+    assert line.split()[5] == "8"  # examples
     assert "1 passed, 0 failed" in out
 
 
@@ -51,7 +82,7 @@ def test_buggy_candidate_exits_1_with_a_repro(
     code = main(["verify", "--candidate", f"{kernels}:off_by_one", *FAST])
     out = capsys.readouterr().out
     assert code == 1
-    assert "FAIL" in out
+    result_line(out, "FAIL", f"{kernels}:off_by_one", "-", "cpu", "float32")
     assert "Minimal counterexample" in out
     assert f"from {kernels} import off_by_one as candidate" in out
 
@@ -109,6 +140,8 @@ def test_json_schema(kernels: str, tmp_path: Path, capsys: pytest.CaptureFixture
     path = tmp_path / "report.json"
     code = main(["verify", "--candidate", f"{kernels}:off_by_one", "--json", str(path), *FAST])
     assert code == 1
+    out = capsys.readouterr().out  # --json PATH: the table is printed too
+    result_line(out, "FAIL", f"{kernels}:off_by_one")
     payload = json.loads(path.read_text(encoding="utf-8"))
     assert payload["schema"] == "embedding-equivalence/verify/1"
     assert payload["passed"] is False
@@ -138,6 +171,111 @@ def test_json_to_stdout_is_pure_json(capsys: pytest.CaptureFixture[str]) -> None
     names = {r["implementation"] for r in payload["results"]}
     assert {"lookup_embedding", "matmul_embedding", "sparse_matmul_embedding"} <= names
     assert all(r["passed"] for r in payload["results"])
+
+
+def test_bare_json_prints_only_json_on_stdout(
+    kernels: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before, a bare --json was a usage error that asked for a PATH.
+    code = main(["verify", "--candidate", f"{kernels}:off_by_one", *FAST, "--json"])
+    captured = capsys.readouterr()
+    assert code == 1
+    payload = json.loads(captured.out)
+    assert payload["schema"] == "embedding-equivalence/verify/1"
+    assert payload["passed"] is False
+    assert "candidate(" in payload["results"][0]["counterexample"]
+    assert "verify [1/1]    " in captured.err  # the progress, on stderr
+    assert "0 passed, 1 failed" in captured.err.splitlines()[-1]
+
+
+def test_bare_json_from_the_shell_prints_only_json(tmp_path: Path) -> None:
+    argv = ["verify", "--json", "--candidate", "torch.nn.functional:embedding", "--forward-only"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "embedding_equivalence", *argv, *FAST],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    payload = json.loads(proc.stdout)
+    assert payload["passed"] is True
+    assert [r["implementation"] for r in payload["results"]] == ["torch.nn.functional:embedding"]
+    assert re.search(
+        r"^verify \[1/1\] +[\d.]+s  torch\.nn\.functional:embedding", proc.stderr, re.M
+    )
+    assert ANSI not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("stream", "ci"), [(io.StringIO, None), (FakeTerminal, "1")], ids=["pipe", "ci-on-a-terminal"]
+)
+def test_plain_output_is_one_line_a_step_without_ansi_codes(
+    kernels: str, monkeypatch: pytest.MonkeyPatch, stream: type[io.StringIO], ci: str | None
+) -> None:
+    if ci is None:
+        monkeypatch.delenv("CI", raising=False)
+    else:
+        monkeypatch.setenv("CI", ci)
+    out, err = stream(), stream()
+    monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.setattr(sys, "stderr", err)
+    argv = ["verify", "--candidate", f"{kernels}:good", "--options", "padding_idx"]
+    code = main([*argv, "--dtypes", "float32,float64", *FAST[2:]])
+    assert code == 0
+    printed, progress = out.getvalue(), err.getvalue()
+    assert ANSI not in printed
+    assert ANSI not in progress
+    for dtype in ("float32", "float64"):
+        result_line(printed, "pass", f"{kernels}:good", "padding_idx", "cpu", dtype)
+    assert progress.splitlines() == [
+        line for line in progress.splitlines() if re.match(r"verify \[\d/2\] +[\d.]+s  ", line)
+    ]
+    steps = [line.split("s  ", 1)[1] for line in progress.splitlines()]
+    assert steps == [
+        f"{kernels}:good [padding_idx] cpu-float32",
+        f"{kernels}:good [padding_idx] cpu-float64",
+        "done",
+    ]
+
+
+def test_a_terminal_gets_a_table_and_a_progress_bar(
+    kernels: str, monkeypatch: pytest.MonkeyPatch, no_ci: None
+) -> None:
+    monkeypatch.setenv("COLUMNS", "150")  # rich's width where the stream has no size
+    out, err = FakeTerminal(), FakeTerminal()
+    monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.setattr(sys, "stderr", err)
+    code = main(["verify", "--candidate", f"{kernels}:off_by_one", *FAST])
+    assert code == 1
+    printed = out.getvalue()
+    assert ANSI in printed
+    assert "┃" in printed  # rich's table: a heavy header rule between the columns
+    plain = re.sub(r"\x1b\[[\d;]*m", "", printed)  # the text without its colours
+    assert re.search(r"^│ FAIL +│ user_kernels:off_by_one +│ - +│ cpu +│ float32 +│", plain, re.M)
+    assert "Minimal counterexample" in printed
+    assert "━" in err.getvalue()  # the bar
+    assert "verify [" not in err.getvalue()  # not the plain lines
+
+
+def test_the_rule_is_a_tty_without_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CI", raising=False)
+    assert _console.is_terminal(FakeTerminal())
+    assert not _console.is_terminal(io.StringIO())
+    monkeypatch.setenv("CI", "true")
+    assert not _console.is_terminal(FakeTerminal())
+    monkeypatch.setenv("CI", "")
+    assert _console.is_terminal(FakeTerminal())
+
+
+def test_a_plain_table_aligns_its_columns_and_sections() -> None:
+    table = _console.Table(["name", "n"], right=[1], title="title")
+    table.add_row("a", "1")
+    table.add_section()
+    table.add_row("long", "100")
+    assert table.plain() == "title\nname    n\n----  ---\na       1\n\nlong  100"
+    with pytest.raises(ValueError, match="1 cells for 2 columns"):
+        table.add_row("x")
 
 
 def test_demo_prints_the_seed_numbers(capsys: pytest.CaptureFixture[str]) -> None:
@@ -177,11 +315,18 @@ def test_sharded_verify_of_the_package_forms(capsys: pytest.CaptureFixture[str])
         "--seed",
         "0",
     ]
-    assert main(argv) == 0
-    out = capsys.readouterr().out
-    assert "pass  dim_parallel_embedding [-]  sharding=dim world_size=3  5 examples" in out
-    assert "pass  dim_parallel_embedding [padding_idx,max_norm,scale_grad_by_freq]" in out
-    assert "2 passed, 0 failed" in out
+    assert main([*argv, "--json"]) == 0
+    captured = capsys.readouterr()
+    payload = json.loads(captured.out)  # a bare --json: only the JSON on stdout
+    assert payload["schema"] == "embedding-equivalence/verify-sharded/1"
+    rows = [(r["implementation"], r["options"], r["world_size"]) for r in payload["results"]]
+    assert rows == [
+        ("dim_parallel_embedding", [], 3),
+        ("dim_parallel_embedding", ["padding_idx", "max_norm", "scale_grad_by_freq"], 3),
+    ]
+    assert all(r["passed"] and r["examples"] == 5 for r in payload["results"])
+    assert "verify [1/2]" in captured.err
+    assert "2 passed, 0 failed" in captured.err
 
 
 def test_sharded_verify_of_a_buggy_candidate_exits_1_with_a_torchrun_repro(
@@ -190,6 +335,7 @@ def test_sharded_verify_of_a_buggy_candidate_exits_1_with_a_torchrun_repro(
     argv = ["verify", "--sharding", "vocab", "--candidate", "sharded_mutants:all_reduce_missing"]
     assert main([*argv, "--max-examples", "10", "--seed", "0"]) == 1
     out = capsys.readouterr().out
-    assert "FAIL  sharded_mutants:all_reduce_missing [-]  sharding=vocab world_size=2" in out
+    line = result_line(out, "FAIL", "sharded_mutants:all_reduce_missing", "-", "vocab")
+    assert line.split()[4] == "2"  # world size
     assert "# Run with: torchrun --nproc-per-node 2 repro.py" in out
     assert "0 passed, 1 failed" in out

@@ -20,28 +20,42 @@ from ._verify import (
     VerificationReport,
     verify_embedding,
     verify_embedding_bag,
+    verify_quantized_embedding,
 )
 from .forms.bag import lookup_embedding_bag, matmul_embedding_bag
 from .forms.lookup import lookup_embedding
 from .forms.matmul import linear_embedding, matmul_embedding, sparse_matmul_embedding
 from .forms.modules import MatmulEmbedding, embedding_to_linear, linear_to_embedding
+from .forms.quantized import (
+    SCHEMES,
+    QuantizedTable,
+    dequantize_rowwise,
+    lookup_quantized_embedding,
+    quantize_rowwise,
+)
 from .forms.validation import OneHotTooLargeError
 
 __all__ = [
     "MatmulEmbedding",
     "OneHotTooLargeError",
+    "QuantizedTable",
+    "SCHEMES",
     "VerificationError",
     "VerificationReport",
+    "dequantize_rowwise",
     "embedding_to_linear",
     "linear_embedding",
     "linear_to_embedding",
     "lookup_embedding",
     "lookup_embedding_bag",
+    "lookup_quantized_embedding",
     "matmul_embedding",
     "matmul_embedding_bag",
+    "quantize_rowwise",
     "sparse_matmul_embedding",
     "verify_embedding",
     "verify_embedding_bag",
+    "verify_quantized_embedding",
 ]
 
 __version__ = "0.1.0"

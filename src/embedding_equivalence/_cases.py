@@ -211,6 +211,11 @@ class Call:
         kwargs: keyword arguments (options, ``mode``, the ``per_sample_weights`` tensor).
         offsets: bag starts, or ``None``.
         grad_output: the upstream gradient for the backward pass, or ``None`` (forward only).
+        extra: more positional arguments after those, by name (a quantized table's
+            ``scale`` and ``zero_point``, which may be ``None``).
+        output_dtype_of: the argument whose dtype the output must have (``"weight"``, or
+            ``"scale"`` for a quantized table).
+        weight_name: what the table is called in messages (``"qweight"`` when quantized).
     """
 
     input: torch.Tensor
@@ -218,13 +223,30 @@ class Call:
     kwargs: dict[str, Any] = field(default_factory=dict)
     offsets: torch.Tensor | None = None
     grad_output: torch.Tensor | None = None
+    extra: dict[str, torch.Tensor | None] = field(default_factory=dict)
+    output_dtype_of: str = "weight"
+    weight_name: str = "weight"
 
     @property
-    def args(self) -> tuple[torch.Tensor, ...]:
+    def args(self) -> tuple[torch.Tensor | None, ...]:
         """The positional arguments."""
-        if self.offsets is None:
-            return (self.input, self.weight)
-        return (self.input, self.weight, self.offsets)
+        first = (self.input, self.weight) if self.offsets is None else (
+            self.input, self.weight, self.offsets
+        )  # fmt: skip
+        return first + self.extra_args
+
+    @property
+    def extra_args(self) -> tuple[torch.Tensor | None, ...]:
+        """The values of [`extra`][]."""
+        return tuple(self.extra.values())
+
+    @property
+    def output_dtype(self) -> torch.dtype:
+        """The dtype the output must have (that of the argument [`output_dtype_of`][])."""
+        name = self.output_dtype_of
+        source = self.weight if name == "weight" else self.extra[name]
+        assert source is not None
+        return source.dtype
 
     @property
     def per_sample_weights(self) -> torch.Tensor | None:

@@ -20,6 +20,7 @@ Runner and oracle are the two seams: a new verifier brings its own and reuses th
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import random
 from collections.abc import Callable, Iterator, Sequence
@@ -290,8 +291,11 @@ def _check_output(
             f"{name} returned shape {tuple(out.shape)}, expected {oracle.output_shape_text} = "
             f"{shape}"
         )
-    if out.dtype != weight.dtype:
-        return f"{name} returned dtype {out.dtype}, expected the weight's dtype {weight.dtype}"
+    if out.dtype != call.output_dtype:
+        return (
+            f"{name} returned dtype {out.dtype}, expected the {call.output_dtype_of}'s dtype "
+            f"{call.output_dtype}"
+        )
     if out.device != weight.device:
         return (
             f"{name} returned a tensor on {out.device}, expected the weight's device "
@@ -513,6 +517,6 @@ def check_case(
         return 0.0
     # The oracle reads the table before the candidate runs (max_norm renorms it in place).
     before = call.weight.detach().clone() if "max_norm" in call.kwargs else call.weight.detach()
-    oracle = oracle_factory(Call(call.input, before, call.kwargs, call.offsets))
+    oracle = oracle_factory(dataclasses.replace(call, weight=before, grad_output=None))
     name = describe_call(candidate, call, weight=before)
     return check_call(candidate, call, oracle, repro, runner=runner, name=name)

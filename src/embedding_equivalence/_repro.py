@@ -186,10 +186,11 @@ def describe_call(fn: Callable[..., Any], call: Call, weight: torch.Tensor | Non
     """
     parts = [
         f"input={_short(call.input)}",
-        f"weight={_short(call.weight if weight is None else weight)}",
+        f"{call.weight_name}={_short(call.weight if weight is None else weight)}",
     ]
     if call.offsets is not None:
         parts.append(f"offsets={_short(call.offsets)}")
+    parts += [f"{key}={_value_text(value)}" for key, value in call.extra.items()]
     parts += [f"{key}={_value_text(value)}" for key, value in call.kwargs.items()]
     return f"{_short_name(fn)}({', '.join(parts)})"
 

@@ -1,4 +1,4 @@
-"""``verify_embedding`` and ``verify_embedding_bag``: property-based verification of a kernel.
+"""``verify_embedding``, ``verify_embedding_bag``, ``verify_quantized_embedding``: the verifiers.
 
 Each verifier is a thin adapter over the engine ([`embedding_equivalence._check`][]): a
 strategy that draws cases, an oracle that judges them, and the table of options it exercises.
@@ -43,7 +43,9 @@ from ._torch_defects import describe as describe_defect
 from ._torch_defects import torch_defect_behind
 from ._transforms import check_transforms, check_transforms_argument
 from .forms.options import option_applies
+from .forms.quantized import check_scheme
 from .oracle import BagOracle, EmbeddingOracle
+from .oracle.quantized import QuantizedOracle
 
 __all__ = [
     "VerificationError",
@@ -52,6 +54,7 @@ __all__ = [
     "run_verification",
     "verify_embedding",
     "verify_embedding_bag",
+    "verify_quantized_embedding",
     "with_invalid",
 ]
 
@@ -134,7 +137,8 @@ class VerificationReport:
         )
         head += self._compiled_text()
         if self.passed:
-            return head + f"; worst gradient error {self.worst_error:.3g} of the bound"
+            what = "gradient error" if self.extra.get("scheme") is None else "error"
+            return head + f"; worst {what} {self.worst_error:.3g} of the bound"
         return f"{head}\n{self.failure}\n\nMinimal counterexample:\n{self.counterexample}"
 
 
@@ -552,3 +556,90 @@ def _merged_compiled_counts(reports: list[VerificationReport]) -> dict[str, Any]
         "eager_fallbacks": sum(r.extra["eager_fallbacks"] for r in reports),
         "fallback_reasons": reasons,
     }
+
+
+def verify_quantized_embedding(
+    candidate: Callable[..., Any],
+    *,
+    scheme: str,
+    symmetric: bool = False,
+    dtypes: Sequence[torch.dtype] | None = None,
+    devices: Sequence[str | torch.device] | None = None,
+    max_examples: int = 100,
+    seed: int | None = None,
+    vocab_sizes: SizeSpec = None,
+    dims: SizeSpec = None,
+    num_ids: SizeSpec = None,
+) -> VerificationReport:
+    """Verify that ``candidate`` looks rows of a quantized table up, dequantized.
+
+    ``candidate(input, qweight, scale, zero_point)`` must return ``(*input.shape, D)`` in
+    ``scale.dtype``: row ``input[i]`` of the table that the scheme stores (see
+    [`quantize_rowwise`][embedding_equivalence.quantize_rowwise] for the schemes). Over drawn
+    tables with wide magnitudes (scales from the subnormals to products that overflow the
+    output dtype, constant rows, rows that dequantize to zero), ids of every shape and layout,
+    and scale dtypes, it checks against the exact float64 dequantization:
+
+    - the output's shape, dtype (the scale's) and device;
+    - its values, within ``(u_c + u_o + u_c u_o) |x| + (1 + u_o) eta_c + eta_o``: the product
+      rounded in a float32 compute dtype and the result rounded once to the output dtype,
+      nothing looser (a kernel that computes in float16 fails); where the exact value rounds
+      to an infinity in the output dtype, that infinity;
+    - bad input (an id out of range, a negative id, floating ids): the candidate must raise.
+
+    Args:
+        candidate: the kernel under test.
+        scheme: ``"int8"``, ``"uint4"``, ``"float8_e4m3fn"`` or ``"float8_e5m2"``.
+        symmetric: ``"int8"`` only: tables without a zero point (``zero_point=None``).
+        dtypes: scale dtypes to draw; ``None`` means float32, float16 and bfloat16.
+        devices: devices to draw; ``None`` means every device present.
+        max_examples: number of examples Hypothesis generates.
+        seed: fix the run (the report's ``seed`` replays a random run).
+        vocab_sizes: ``V``: an int, an inclusive ``(min, max)`` range or a strategy.
+        dims: ``D``, likewise (odd values are made even for ``"uint4"``).
+        num_ids: ``N``, the length of a 1-D input, likewise.
+
+    Returns:
+        A [`VerificationReport`][]; ``extra`` records the scheme.
+
+    Raises:
+        InvalidArgument: an unknown scheme, ``symmetric`` with a scheme other than
+            ``"int8"``, a non-float dtype, an absent device, a bad ``max_examples`` or size
+            knob.
+
+    Examples:
+        >>> from embedding_equivalence import lookup_quantized_embedding
+        >>> from embedding_equivalence import verify_quantized_embedding
+        >>> def kernel(input, qweight, scale, zero_point):
+        ...     return lookup_quantized_embedding(input, qweight, scale, zero_point, scheme="int8")
+        >>> verify_quantized_embedding(kernel, scheme="int8", max_examples=20, seed=0).passed
+        True
+    """
+    check_budget(candidate, max_examples)
+    try:
+        check_scheme(scheme, "verify_quantized_embedding")
+    except ValueError as exc:
+        raise InvalidArgument(str(exc)) from None
+    default = dtypes is None
+    dts, devs = _resolve(dtypes, devices)
+    if default:
+        dts = tuple(d for d in ees.QUANTIZED_SCALE_DTYPES if d in dts)
+    sizes = case_sizes(
+        "verify_quantized_embedding", vocab_sizes=vocab_sizes, dims=dims, num_ids=num_ids,
+        dtypes=dts, devices=devs,
+    )  # fmt: skip
+
+    def cases(device: Any, invalid: bool) -> st.SearchStrategy[Any]:
+        return ees.quantized_embedding_cases(
+            scheme, symmetric=symmetric, dtype=st.sampled_from(dts), device=device,
+            invalid=invalid, **sizes,
+        )  # fmt: skip
+
+    valid = cases(st.sampled_from(devs), False)
+    report = run_verification(
+        candidate, with_invalid(valid, _on_cpu(devs, lambda: cases("cpu", True))),
+        QuantizedOracle.factory(scheme), backward=False, options=(), dtypes=dts,
+        devices=devs, max_examples=max_examples, seed=seed,
+    )  # fmt: skip
+    report.extra["scheme"] = scheme + (" (symmetric)" if symmetric else "")
+    return report

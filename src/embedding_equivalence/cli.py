@@ -2,6 +2,10 @@
 
 Exit codes: 0 when everything passed, 1 when a verification failed (the runnable repro is
 printed), 2 on a usage error (one line on stderr, no traceback).
+
+Results go to stdout and progress to stderr, through
+[`_console`][embedding_equivalence._console]: a progress bar and a rich table on a terminal,
+plain lines in a pipe, a file or under ``CI``. A bare ``--json`` puts the JSON alone on stdout.
 """
 
 from __future__ import annotations
@@ -9,11 +13,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
-import json
 import math
 import os
 import sys
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn, TextIO
@@ -21,6 +23,7 @@ from typing import Any, NoReturn, TextIO
 import torch
 from hypothesis.errors import InvalidArgument
 
+from ._console import Progress, Table, print_table, write_json, write_title
 from ._usage import UsageError, int_at_least
 from .forms.options import BAG_OPTIONS, EMBEDDING_OPTIONS
 from .forms.registry import forms
@@ -33,8 +36,18 @@ _DTYPES = {
     "float16": torch.float16,
     "bfloat16": torch.bfloat16,
 }
-#: Examples per cell of the default ``verify`` table (implementation x options x device x dtype).
+#: Examples per row of the default ``verify`` table (implementation x options x device x dtype).
 DEFAULT_CLI_EXAMPLES = 25
+_RESULT_COLUMNS = (
+    "result",
+    "implementation",
+    "options",
+    "device",
+    "dtype",
+    "examples",
+    "worst/bound",
+    "seconds",
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -113,54 +126,6 @@ _positive_int = int_at_least(1)
 _nonnegative_int = int_at_least(0)
 
 
-class _Progress:
-    """A one-line progress bar on stderr (redrawn in place on a terminal)."""
-
-    def __init__(self, total: int, stream: TextIO) -> None:
-        self.total = total
-        self.done = 0
-        self.stream = stream
-        self.tty = stream.isatty()
-        self.start = time.perf_counter()
-
-    def update(self, label: str) -> None:
-        width = 24
-        filled = width * self.done // max(self.total, 1)
-        elapsed = time.perf_counter() - self.start
-        line = (
-            f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} "
-            f"{elapsed:5.1f}s  {label}"
-        )
-        if self.tty:
-            self.stream.write("\r" + line[:120].ljust(120))
-        else:
-            self.stream.write(line + "\n")
-        self.stream.flush()
-
-    def close(self) -> None:
-        if self.tty:
-            self.stream.write("\r" + " " * 120 + "\r")
-            self.stream.flush()
-
-
-def _cell_text(result: dict[str, Any]) -> str:
-    if result["passed"]:
-        return f"pass {result['examples']} ({result['worst_error']:.2f})"
-    return f"FAIL {result['examples']}"
-
-
-def _table(rows: list[str], columns: list[str], cells: dict[tuple[str, str], str]) -> str:
-    widths = [max(len("implementation [options]"), *(len(r) for r in rows))]
-    widths += [max(len(c), *(len(cells.get((r, c), "-")) for r in rows)) for c in columns]
-    header = ["implementation [options]", *columns]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
-    lines.append("  ".join("-" * w for w in widths))
-    for r in rows:
-        values = [r, *(cells.get((r, c), "-") for c in columns)]
-        lines.append("  ".join(v.ljust(w) for v, w in zip(values, widths, strict=True)))
-    return "\n".join(lines)
-
-
 def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     import embedding_equivalence as ee
     from embedding_equivalence import strategies as ees
@@ -183,7 +148,7 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 f"{', '.join(ees.available_devices())})"
             )
     if args.sharding is not None:
-        return _verify_sharded(args, dtypes, devices, out)
+        return _verify_sharded(args, dtypes, devices, out, err)
     if args.bag and args.num_ids is not None:
         raise UsageError("--num-ids: the bag verifier draws its own bags; drop --num-ids")
     allowed = BAG_OPTIONS if args.bag else EMBEDDING_OPTIONS
@@ -217,51 +182,55 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         for opts in dict.fromkeys(option_sets[t.name])
         for dev, dt in columns
     ]
-    progress = _Progress(len(jobs), err)
     results: list[dict[str, Any]] = []
     failures: list[ee.VerificationReport] = []
-    for target, opts, dev, dt in jobs:
-        label = f"{target.name} [{','.join(opts) or 'no options'}] {dev}-{_dtype_name(dt)}"
-        progress.update(label)
-        sizes: dict[str, Any] = {"vocab_sizes": args.vocab_sizes, "dims": args.dims}
-        if not target.bag:
-            sizes["num_ids"] = args.num_ids
-        verify = ee.verify_embedding_bag if target.bag else ee.verify_embedding
-        try:
-            report = verify(
-                target.fn,
-                options=opts,
-                dtypes=[dt],
-                devices=[dev],
-                max_examples=args.max_examples,
-                backward=not args.forward_only,
-                seed=args.seed,
-                **sizes,
+    with Progress("verify", len(jobs), err) as progress:
+        for target, opts, dev, dt in jobs:
+            progress.step(f"{target.name} [{','.join(opts) or '-'}] {dev}-{_dtype_name(dt)}")
+            sizes: dict[str, Any] = {"vocab_sizes": args.vocab_sizes, "dims": args.dims}
+            if not target.bag:
+                sizes["num_ids"] = args.num_ids
+            verify = ee.verify_embedding_bag if target.bag else ee.verify_embedding
+            try:
+                report = verify(
+                    target.fn,
+                    options=opts,
+                    dtypes=[dt],
+                    devices=[dev],
+                    max_examples=args.max_examples,
+                    backward=not args.forward_only,
+                    seed=args.seed,
+                    **sizes,
+                )
+            except InvalidArgument as exc:  # a size that does not fit, refused before drawing
+                raise UsageError(str(exc)) from None
+            results.append(
+                {
+                    "implementation": target.name,
+                    "options": list(opts),
+                    "device": dev,
+                    "dtype": _dtype_name(dt),
+                    "passed": report.passed,
+                    "examples": report.examples,
+                    "worst_error": (
+                        report.worst_error if math.isfinite(report.worst_error) else None
+                    ),
+                    "seed": report.seed,
+                    "seconds": round(report.elapsed, 3),
+                    "failure": report.failure,
+                    "counterexample": report.counterexample,
+                }
             )
-        except InvalidArgument as exc:  # a size that does not fit, refused before drawing
-            raise UsageError(str(exc)) from None
-        progress.done += 1
-        results.append(
-            {
-                "implementation": target.name,
-                "options": list(opts),
-                "device": dev,
-                "dtype": _dtype_name(dt),
-                "passed": report.passed,
-                "examples": report.examples,
-                "worst_error": report.worst_error if math.isfinite(report.worst_error) else None,
-                "seed": report.seed,
-                "seconds": round(report.elapsed, 3),
-                "failure": report.failure,
-                "counterexample": report.counterexample,
-            }
-        )
-        if not report.passed:
-            failures.append(report)
-    progress.update("done")
-    progress.close()
+            if not report.passed:
+                failures.append(report)
 
-    if args.json:
+    total = sum(r["examples"] for r in results)
+    seconds = sum(r["seconds"] for r in results)
+    summary = (
+        f"{len(results) - len(failures)} passed, {len(failures)} failed "
+        f"({total} examples in {seconds:.1f} s)"
+    )
+    if args.json is not None:
         payload = {
             "schema": "embedding-equivalence/verify/1",
             "torch": torch.__version__,
@@ -269,44 +238,38 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             "passed": not failures,
             "results": results,
         }
-        text = json.dumps(payload, indent=2)
-        if args.json == "-":
-            out.write(text + "\n")
-        else:
-            with open(args.json, "w", encoding="utf-8") as f:
-                f.write(text + "\n")
-    if args.json != "-":
-        row_names = list(
-            dict.fromkeys(
-                f"{r['implementation']} [{','.join(r['options']) or '-'}]" for r in results
-            )
+        write_json(payload, args.json, out)
+    if args.json == "-":  # stdout holds the JSON alone; the summary goes with the progress
+        err.write(summary + "\n")
+        return 1 if failures else 0
+    table = Table(_RESULT_COLUMNS, right=(5, 6, 7))
+    for r in results:
+        worst = "-" if r["worst_error"] is None or not r["passed"] else f"{r['worst_error']:.2f}"
+        table.add_row(
+            "pass" if r["passed"] else "FAIL",
+            r["implementation"],
+            ",".join(r["options"]) or "-",
+            r["device"],
+            r["dtype"],
+            str(r["examples"]),
+            worst,
+            f"{r['seconds']:.1f}",
+            style=None if r["passed"] else "bold red",
         )
-        col_names = [f"{dev}-{_dtype_name(dt)}" for dev, dt in columns]
-        cells = {
-            (
-                f"{r['implementation']} [{','.join(r['options']) or '-'}]",
-                f"{r['device']}-{r['dtype']}",
-            ): (_cell_text(r))
-            for r in results
-        }
-        out.write(_table(row_names, col_names, cells) + "\n")
-        out.write(
-            "\ncells: pass/FAIL, examples run, worst gradient error as a fraction of the derived "
-            "bound\n"
-        )
-        for report in failures:
-            out.write(f"\n{report}\n")
-        total = sum(r["examples"] for r in results)
-        seconds = sum(r["seconds"] for r in results)
-        out.write(
-            f"\n{len(results) - len(failures)} passed, {len(failures)} failed "
-            f"({total} examples in {seconds:.1f} s)\n"
-        )
+    print_table(out, table)
+    out.write("\nworst/bound: the worst gradient error as a fraction of its derived bound\n")
+    for report in failures:
+        out.write(f"\n{report}\n")
+    out.write(f"\n{summary}\n")
     return 1 if failures else 0
 
 
 def _verify_sharded(
-    args: argparse.Namespace, dtypes: list[torch.dtype] | None, devices: list[str], out: TextIO
+    args: argparse.Namespace,
+    dtypes: list[torch.dtype] | None,
+    devices: list[str],
+    out: TextIO,
+    err: TextIO,
 ) -> int:
     from .distributed._cli import run_sharded_verify
 
@@ -320,7 +283,7 @@ def _verify_sharded(
             sharding=args.sharding, world_size=args.world_size, candidate=candidate,
             options=args.options, dtypes=dtypes, device=devices[0],
             max_examples=args.max_examples, backward=not args.forward_only, seed=args.seed,
-            out=out,
+            json_path=args.json, out=out, err=err,
         )  # fmt: skip
 
 
@@ -334,7 +297,9 @@ def _demo(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     torch.set_printoptions(precision=4, sci_mode=False)
 
     def show(title: str, value: object) -> None:
-        out.write(f"\n{title}\n{value}\n")
+        out.write("\n")
+        write_title(out, title)
+        out.write(f"{value}\n")
 
     idx = torch.tensor([2, 3, 1])
     with torch.random.fork_rng():
@@ -412,7 +377,14 @@ def _build_parser() -> _Parser:
         )
     v.add_argument("--seed", type=_nonnegative_int, help="fix Hypothesis's seed to replay a run")
     v.add_argument("--forward-only", action="store_true", help="skip the gradient checks")
-    v.add_argument("--json", metavar="PATH", help="write the results as JSON (- for stdout)")
+    v.add_argument(
+        "--json",
+        nargs="?",
+        const="-",
+        metavar="PATH",
+        help="the results as JSON: alone on stdout (progress stays on stderr), or written to "
+        "PATH (- is stdout) beside the table",
+    )
     sub.add_parser("demo", help="the worked example: seed 123, a 4x5 table, ids [2, 3, 1]")
     sub.add_parser(
         "bench",

@@ -32,6 +32,7 @@ from hypothesis.errors import InvalidArgument
 
 from . import _draw_bags as _bags
 from . import _draw_embeddings as _embeddings
+from . import _draw_quantized as _quantized
 from . import _draw_tensors as _tensors
 from ._cases import (
     IDS_LAYOUTS,
@@ -43,9 +44,11 @@ from ._cases import (
     WeightRecipe,
 )
 from ._draw_bags import BAG_INVALID_KINDS, CRASHING_BAG_INVALID_KINDS
+from ._draw_quantized import QuantizedEmbeddingCase, QuantizedTableRecipe
 from ._draw_tensors import DEFAULT_MAX_ELEMENTS as _DEFAULT_MAX_ELEMENTS
 from ._draw_tensors import available_devices, supported_float_dtypes
 from .forms.options import BAG_MODES, BAG_OPTIONS, EMBEDDING_OPTIONS
+from .forms.quantized import SCHEMES as _SCHEMES
 
 __all__ = [
     "BAG_INVALID_KINDS",
@@ -58,6 +61,9 @@ __all__ = [
     "EmbeddingCase",
     "IDS_LAYOUTS",
     "IdsRecipe",
+    "QUANTIZED_SCALE_DTYPES",
+    "QuantizedEmbeddingCase",
+    "QuantizedTableRecipe",
     "REAL_VOCAB_SIZES",
     "WEIGHT_LAYOUTS",
     "WeightRecipe",
@@ -69,6 +75,7 @@ __all__ = [
     "embedding_weights",
     "float_dtypes",
     "index_dtypes",
+    "quantized_embedding_cases",
     "supported_float_dtypes",
     "token_ids",
     "vocab_sizes",
@@ -452,3 +459,80 @@ def embedding_bag_cases(
     looks = _tensors.looks(weight_layouts, ids_layouts, allow_nonfinite, False)
     ranges = _ranges(vocab_size, embedding_dim, dtype, device, index_dtype, max_ids, max_elements)
     return _bags.embedding_bag_case(ranges, looks, tuple(modes), tuple(options), max_bags, kinds)
+
+
+#: The scale dtypes a quantized case draws by default: those of inference tables. float64 is
+#: accepted when asked for; its scales are drawn within float32's range, the least precise
+#: compute dtype the bound admits.
+QUANTIZED_SCALE_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def quantized_embedding_cases(
+    scheme: str,
+    *,
+    symmetric: bool = False,
+    vocab_size: int | st.SearchStrategy[int] | None = None,
+    embedding_dim: int | st.SearchStrategy[int] | None = None,
+    dtype: torch.dtype | st.SearchStrategy[torch.dtype] | None = None,
+    device: str | st.SearchStrategy[str] | None = None,
+    index_dtype: torch.dtype | st.SearchStrategy[torch.dtype] | None = None,
+    ids_layouts: Sequence[str] = IDS_LAYOUTS,
+    allow_nonfinite: bool = True,
+    max_ids: int = 64,
+    max_elements: int = _DEFAULT_MAX_ELEMENTS,
+    invalid: bool = False,
+    num_ids: int | st.SearchStrategy[int] | None = None,
+) -> st.SearchStrategy[QuantizedEmbeddingCase]:
+    """Lookups of quantized tables, ``fn(input, qweight, scale, zero_point)``.
+
+    The table is drawn as stored values, per-row scales and zero points (see
+    [`QuantizedTableRecipe`][]) with wide magnitudes: scales from the subnormals to products
+    that overflow the output dtype, constant rows and rows that dequantize to zero. A failure
+    shrinks toward a small table of scales near 1.
+
+    Args:
+        scheme: ``"int8"``, ``"uint4"``, ``"float8_e4m3fn"`` or ``"float8_e5m2"``.
+        symmetric: ``"int8"`` only: no zero point (``zero_point=None``).
+        vocab_size: ``V`` (value or strategy); default [`vocab_sizes`][].
+        embedding_dim: ``D`` (value or strategy; odd values are made even for ``"uint4"``);
+            default up to 64 within ``max_elements``.
+        dtype: the scales' dtype, which is the output's (value or strategy); default
+            float32, float16 and bfloat16, as the device supports them.
+        device: device (value or strategy); default every device present.
+        index_dtype: int64 or int32 (value or strategy); default both.
+        ids_layouts: layouts of the ids (see [`token_ids`][]).
+        allow_nonfinite: float8 tables may hold inf and nan codes.
+        max_ids: most ids a call looks up.
+        max_elements: budget for ``V * D``.
+        invalid: draw calls the reference refuses (an id out of range, a negative id,
+            floating ids) instead.
+        num_ids: ``N``, the length of a 1-D input (value or strategy); default ids of up to
+            three dims.
+
+    Returns:
+        A strategy of [`QuantizedEmbeddingCase`][].
+
+    Raises:
+        InvalidArgument: an unknown scheme, ``symmetric`` with a scheme other than
+            ``"int8"``, an odd fixed ``D`` for ``"uint4"``, or the arguments that
+            [`embedding_cases`][] refuses.
+    """
+    if scheme not in _SCHEMES:
+        raise InvalidArgument(
+            f"scheme={scheme!r} is not a quantization scheme; choose one of "
+            f"{', '.join(repr(s) for s in _SCHEMES)}"
+        )
+    if symmetric and scheme != "int8":
+        raise InvalidArgument(f"symmetric=True applies to scheme='int8' only, not {scheme!r}")
+    if scheme == "uint4" and isinstance(embedding_dim, int) and embedding_dim % 2:
+        raise InvalidArgument(
+            f"embedding_dim={embedding_dim} is odd, but scheme='uint4' packs two columns a "
+            f"byte; pass an even embedding_dim"
+        )
+    if dtype is None:
+        dtype = st.sampled_from(QUANTIZED_SCALE_DTYPES)
+    looks = _tensors.looks(WEIGHT_LAYOUTS[:1], ids_layouts, allow_nonfinite, False)
+    ranges = _ranges(
+        vocab_size, embedding_dim, dtype, device, index_dtype, max_ids, max_elements, num_ids
+    )
+    return _quantized.quantized_case(scheme, symmetric, ranges, looks, invalid)

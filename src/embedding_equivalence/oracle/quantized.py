@@ -1,0 +1,207 @@
+r"""The exact reference of a quantized lookup, and the bounds of quantized kernels.
+
+**The lookup.** A row of a quantized table is ``x = (q - zp) * scale`` (``float(q) * scale``
+for float8). The oracle computes ``x`` in float64, where it is exact (see
+[`dequantize_rows_float64`][embedding_equivalence.forms.quantized.dequantize_rows_float64]).
+A kernel computes it in a compute dtype ``c`` and rounds the result to the output dtype
+``o`` (the scale's). ``q - zp`` is a small integer, exact in any float dtype a kernel
+uses, so the kernel makes at most two roundings: the product in ``c`` and the cast to ``o``.
+With the standard model of floating-point arithmetic, ``fl(y) = y (1 + d) + e`` with
+``|d| <= u`` and ``|e| <= eta`` (half the smallest subnormal), the result ``r`` satisfies
+
+$$
+|r - x| \le (u_c + u_o + u_c u_o)\,|x| + (1 + u_o)\,\eta_c + \eta_o .
+$$
+
+The bound admits ``c = float32`` (and anything more precise) and nothing looser: a kernel
+that computes in float16 makes errors of ``2^{-11} |x|``, far above ``2^{-23} |x|`` when
+the output is float32. Where ``x`` rounds to infinity in the output dtype, the output must
+be that infinity.
+
+**The quantizer.** [`quantization_error_bound`][] bounds ``|dequantize(quantize(w)) - w|``
+elementwise: half a step ``scale / 2`` for the integer schemes, plus what computing
+``w / scale`` in the compute dtype may add (at most ``u_c`` times the largest stored
+magnitude, in steps); half a float8 unit in the last place for float8, plus the same.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from .._cases import Call
+from ..forms.quantized import (
+    QuantizedTable,
+    check_quantized_args,
+    check_scheme,
+    dequantize_rows_float64,
+)
+from .bounds import U64, subnormal_loss, unit_roundoff
+from .expected import ExpectedRows
+
+__all__ = [
+    "COMPUTE_DTYPE",
+    "QuantizedOracle",
+    "quantization_error_bound",
+    "quantized_output_bound",
+    "rounds_to_inf",
+]
+
+#: The least precise compute dtype the bound admits.
+COMPUTE_DTYPE = torch.float32
+
+
+def rounds_to_inf(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Where the float64 ``x`` rounds to an infinity in ``dtype`` (round to nearest).
+
+    The threshold is ``max + ulp(max) / 2``; a tie rounds to the even neighbour, which is
+    the infinity, because ``max`` has an odd significand.
+    """
+    info = torch.finfo(dtype)
+    top = float(info.max)
+    threshold = top + 2.0 ** math.floor(math.log2(top)) * info.eps / 2
+    return x.abs() >= threshold
+
+
+def quantized_output_bound(
+    exact: torch.Tensor, dtype: torch.dtype, compute: torch.dtype = COMPUTE_DTYPE
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The value a kernel must match, and how closely, for exact float64 rows ``exact``.
+
+    Args:
+        exact: the exact values, float64.
+        dtype: the output dtype.
+        compute: the least precise compute dtype admitted (default float32).
+
+    Returns:
+        ``(expected, bound)``: ``expected`` is ``exact`` where it stays finite in ``dtype``
+        after rounding to ``compute`` and the infinity it rounds to elsewhere (bound 0
+        there); ``bound`` is the module's ``(u_c + u_o + u_c u_o) |x| + (1 + u_o) eta_c +
+        eta_o``, plus the float64 oracle's own ``2**-53 |x|``.
+    """
+    u_c, u_o = unit_roundoff(compute), unit_roundoff(dtype)
+    eta = (1 + u_o) * subnormal_loss(compute) + subnormal_loss(dtype)
+    bound = (u_c + u_o + u_c * u_o + U64) * exact.abs() + eta
+    # Judged after the compute dtype's rounding, as a kernel gives it (and as torch's cast
+    # from float64 does, through float32): within float32's rounding of the threshold, two
+    # roundings may overflow where one would not.
+    overflow = rounds_to_inf(exact.to(compute).to(torch.float64), dtype)
+    expected = torch.where(overflow, exact.sign() * math.inf, exact)
+    bound = torch.where(overflow | ~exact.isfinite(), 0.0, bound)
+    return expected, bound
+
+
+def quantization_error_bound(
+    weight: torch.Tensor,
+    scale: torch.Tensor,
+    scheme: str,
+    *,
+    compute: torch.dtype = COMPUTE_DTYPE,
+) -> torch.Tensor:
+    """How far a correct round-to-nearest quantizer may move each element of ``weight``.
+
+    For the integer schemes the stored value is ``round(w / s) + zp``; computing ``w / s``
+    in ``compute`` adds at most ``u_c |w / s|`` before the rounding, and ``|w / s|`` is at
+    most the number of steps (255 for int8, 15 for uint4), so
+    ``|dequantize(q) - w| <= s (1/2 + steps * u_c)``. For float8, ``q = fl8(fl_c(w / s))``
+    gives ``|dequantize(q) - w| <= (u_8 + u_c + u_8 u_c) |w| + s eta_8``.
+
+    Args:
+        weight: the ``(V, D)`` table before quantization.
+        scale: ``(V,)`` per-row scales.
+        scheme: the scheme's name.
+        compute: the least precise dtype the quantizer computes ``w / s`` in.
+
+    Returns:
+        ``(V, D)`` float64 bounds.
+
+    Raises:
+        ValueError: an unknown scheme, or shapes that do not match.
+    """
+    s = check_scheme(scheme, "quantization_error_bound")
+    w = weight.detach().cpu().to(torch.float64)
+    if w.dim() != 2 or tuple(scale.shape) != (w.shape[0],):
+        raise ValueError(
+            f"quantization_error_bound: weight must be (V, D) and scale (V,), got "
+            f"{tuple(w.shape)} and {tuple(scale.shape)}"
+        )
+    sc = scale.detach().cpu().to(torch.float64)[:, None]
+    u_c = max(unit_roundoff(compute), unit_roundoff(weight.dtype))
+    if s.is_float8:
+        u_8 = unit_roundoff(s.storage)
+        return (u_8 + u_c + u_8 * u_c) * w.abs() + sc * subnormal_loss(s.storage)
+    steps = s.qmax - s.qmin
+    return (0.5 + steps * u_c) * sc.expand_as(w)
+
+
+class QuantizedOracle:
+    """The exact reference of one quantized lookup (the ``Oracle`` seam), forward only.
+
+    Args:
+        input: ids of any shape, all in ``[0, V)``.
+        qweight: the stored values.
+        scale: ``(V,)`` per-row scales; the output dtype is theirs.
+        zero_point: ``(V,)`` int32 zero points, or ``None``.
+        scheme: the scheme's name.
+    """
+
+    output_shape_text = "(*input.shape, D)"
+
+    def __init__(
+        self,
+        input: torch.Tensor,
+        qweight: torch.Tensor,
+        scale: torch.Tensor,
+        zero_point: torch.Tensor | None,
+        scheme: str,
+    ) -> None:
+        s = check_quantized_args(qweight, scale, zero_point, scheme, "QuantizedOracle")
+        flat = input.detach().reshape(-1).cpu().to(torch.int64)
+        rows, index = torch.unique(flat, return_inverse=True)
+        exact_rows = dequantize_rows_float64(qweight, scale, zero_point, scheme, rows)
+        dim = qweight.shape[1] * (2 if s.packed else 1)
+        exact = exact_rows[index].reshape(*input.shape, dim)
+        self._expected, self._bound = quantized_output_bound(exact, scale.dtype)
+
+    @classmethod
+    def factory(cls, scheme: str) -> Any:
+        """The engine's oracle factory for ``scheme``: ``Call -> QuantizedOracle``."""
+
+        def for_call(call: Call) -> QuantizedOracle:
+            scale, zero_point = call.extra_args
+            assert isinstance(scale, torch.Tensor)
+            assert zero_point is None or isinstance(zero_point, torch.Tensor)
+            return cls(call.input, call.weight, scale, zero_point, scheme)
+
+        return for_call
+
+    @classmethod
+    def for_table(cls, input: torch.Tensor, table: QuantizedTable) -> QuantizedOracle:
+        """The oracle of looking ``input`` up in ``table``."""
+        return cls(input, table.qweight, table.scale, table.zero_point, table.scheme)
+
+    def output(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The exact output and its bound (see [`quantized_output_bound`][])."""
+        return self._expected, self._bound
+
+    def renormed(self) -> ExpectedRows | None:
+        """``None``: a quantized lookup has no ``max_norm``."""
+        return None
+
+    def weight_grad(self, grad_output: torch.Tensor) -> ExpectedRows:
+        """Not defined: a quantized table is looked up forward only."""
+        raise TypeError("a quantized table has no gradient: verify it with backward=False")
+
+    def weight_grad_explaining(
+        self, grad_output: torch.Tensor, actual: torch.Tensor
+    ) -> ExpectedRows | None:
+        """``None``: there is no gradient."""
+        return None
+
+    def per_sample_weights_grad(
+        self, grad_output: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """``None``: there are no per-sample weights."""
+        return None

@@ -82,8 +82,9 @@ class QuantizedTableRecipe:
                 lines.append(f"bits[{row}] = {code}  # a constant row")
             for row in self.zero_rows:
                 lines.append(f"bits[{row}] = 0  # a row of zeros")
-            if self.finite:
-                lines.append(f"bits[~bits.view({f8}).float().isfinite()] = 0  # finite codes only")
+            if self.finite:  # replace the codes of nan (and inf) by zeros
+                mask = "0x7F" if s.storage == torch.float8_e4m3fn else "0x7C"
+                lines.append(f"bits[(bits & {mask}) == {mask}] = 0  # finite codes only")
             lines.append(f"qweight = bits.view({f8})")
         elif s.packed:
             lines.append(

@@ -15,8 +15,9 @@ $$
 
 The bound admits ``c = float32`` (and anything more precise) and nothing looser: a kernel
 that computes in float16 makes errors of ``2^{-11} |x|``, far above ``2^{-23} |x|`` when
-the output is float32. Where ``x`` rounds to infinity in the output dtype, the output must
-be that infinity.
+the output is float32. When the output is as precise as the compute dtype (float32, float64)
+the cast is exact and ``u_o = eta_o = 0``. Where ``x`` rounds to infinity in the output dtype,
+the output must be that infinity.
 
 **The quantizer.** [`quantization_error_bound`][] bounds ``|dequantize(quantize(w)) - w|``
 elementwise: half a step ``scale / 2`` for the integer schemes, plus what computing
@@ -81,8 +82,12 @@ def quantized_output_bound(
         there); ``bound`` is the module's ``(u_c + u_o + u_c u_o) |x| + (1 + u_o) eta_c +
         eta_o``, plus the float64 oracle's own ``2**-53 |x|``.
     """
-    u_c, u_o = unit_roundoff(compute), unit_roundoff(dtype)
-    eta = (1 + u_o) * subnormal_loss(compute) + subnormal_loss(dtype)
+    u_c = unit_roundoff(compute)
+    # The cast to the output rounds only when the output is less precise than the compute
+    # dtype (float16, bfloat16); a float32 result cast to float32 or float64 is exact.
+    narrower = unit_roundoff(dtype) > u_c
+    u_o = unit_roundoff(dtype) if narrower else 0.0
+    eta = (1 + u_o) * subnormal_loss(compute) + (subnormal_loss(dtype) if narrower else 0.0)
     bound = (u_c + u_o + u_c * u_o + U64) * exact.abs() + eta
     # Judged after the compute dtype's rounding, as a kernel gives it (and as torch's cast
     # from float64 does, through float32): within float32's rounding of the threshold, two

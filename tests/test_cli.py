@@ -103,6 +103,11 @@ def test_buggy_candidate_exits_1_with_a_repro(
         (["verify", "--sharding", "vocab", "--bag"], "sharded embedding bags are not supported"),
         (["verify", "--sharding", "dim", "--options", "sparse"], "sparse not taken by sharded"),
         (["verify", "--sharding", "dim", "--world-size", "0"], "must be at least 1"),
+        (["verify", "--scheme", "int4"], "unknown 'int4'; choose from int8"),
+        (["verify", "--scheme", "uint4", "--symmetric"], "--symmetric applies to --scheme int8"),
+        (["verify", "--symmetric"], "--symmetric goes with --scheme int8"),
+        (["verify", "--scheme", "int8", "--bag"], "takes no --bag"),
+        (["verify", "--scheme", "int8", "--options", "max_norm"], "takes no --options"),
         (["frobnicate"], "invalid choice"),
         ([], "required"),
     ],
@@ -120,6 +125,11 @@ def test_buggy_candidate_exits_1_with_a_repro(
         "sharded-bag",
         "sharded-sparse",
         "zero-ranks",
+        "unknown-scheme",
+        "symmetric-uint4",
+        "symmetric-alone",
+        "scheme-bag",
+        "scheme-options",
         "unknown-command",
         "no-command",
     ],
@@ -339,3 +349,20 @@ def test_sharded_verify_of_a_buggy_candidate_exits_1_with_a_torchrun_repro(
     assert line.split()[4] == "2"  # world size
     assert "# Run with: torchrun --nproc-per-node 2 repro.py" in out
     assert "0 passed, 1 failed" in out
+
+
+def test_quantized_verify_of_the_package_and_of_a_buggy_kernel(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["verify", "--scheme", "uint4", *FAST])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    result_line(out, "pass", "lookup_quantized_embedding[uint4]", "-", "cpu", "float32")
+    assert "worst output error" in out
+    # tests/ is on the path (pytest's rootdir conftest): the catalogue's mutants import.
+    argv = ["verify", "--scheme", "int8", "--candidate", "quantized_mutants:zero_point_added"]
+    code = main([*argv, *FAST])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    result_line(out, "FAIL", "quantized_mutants:zero_point_added", "-", "cpu", "float32")
+    assert "from quantized_mutants import zero_point_added as candidate" in out

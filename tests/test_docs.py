@@ -354,10 +354,17 @@ def test_no_page_prints_a_path_of_the_build_machine(site: Path) -> None:
     # Build-time output (tracebacks, Hypothesis's notes, reprs of modules) must not leak the
     # checkout's location, the home directory or the interpreter's into the published site.
     machine_paths = {str(ROOT), os.path.expanduser("~"), sys.prefix, sys.base_prefix}
+    # Any absolute path to a Python file (a traceback's 'File "/...py"', a module's repr),
+    # wherever the checkout or the interpreter lives: printed output names files
+    # relative to the project.
+    absolute_file = re.compile(r"(?<![\w.~-])/(?:[\w.-]+/)+[\w.-]+\.py\b")
     for page in sorted(site.rglob("*.html")):
         text = page.read_text(encoding="utf-8")
         for path in machine_paths:
             assert path not in text, f"{page.relative_to(site)} prints {path}"
+        shown = _page_text(page)
+        found = absolute_file.findall(shown)
+        assert not found, f"{page.relative_to(site)} prints absolute paths {found[:3]}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -405,3 +412,363 @@ def test_api_examples_render_as_code(site: Path) -> None:
     for page in sorted((site / "api").rglob("*.html")):
         text = page.read_text(encoding="utf-8")
         assert "<blockquote>" not in text, f"{page.relative_to(site)} renders a blockquote"
+
+
+# --------------------------------------------------------------------------------------------
+# Figures on the page
+# --------------------------------------------------------------------------------------------
+
+
+def test_extra_stylesheets_are_local_files() -> None:
+    # docs/stylesheets/extra.css keeps display maths at their width on phones.
+    sheets = _config().get("extra_css", [])
+    assert sheets
+    for sheet in sheets:
+        assert not str(sheet).startswith(("http:", "https:", "//")), sheet
+        assert (DOCS / sheet).is_file(), sheet
+
+
+def test_built_pages_link_the_extra_stylesheets(site: Path) -> None:
+    for sheet in _config()["extra_css"]:
+        assert (site / sheet).is_file(), sheet
+        assert f'href="{sheet}"' in (site / "index.html").read_text(encoding="utf-8"), sheet
+
+
+def test_home_page_shows_the_one_hot_matmul_right_after_its_first_paragraph(site: Path) -> None:
+    page = (site / "index.html").read_text(encoding="utf-8")
+    article = page[page.index("<article") :]
+    paragraphs = re.findall(r"<p>(.*?)</p>", article, flags=re.DOTALL)
+    assert len(paragraphs) >= 2
+    figure = paragraphs[1].strip()
+    assert figure.startswith('<svg class="ee-figure"'), figure[:80]
+    expected = ET.fromstring(diagrams.matmul_figure()).get("aria-label")
+    assert ET.fromstring(figure).get("aria-label") == expected
+
+
+# --------------------------------------------------------------------------------------------
+# The derivation of "How gradients flow back", and the Keras notebook on Keras 3
+# --------------------------------------------------------------------------------------------
+
+
+def _next_token_model() -> dict[str, torch.Tensor]:
+    """The gradients page's model, rebuilt from the same seeds: hand and autograd gradients."""
+    import math
+
+    import torch.nn.functional as F
+
+    import embedding_equivalence as ee
+
+    table, _ = diagrams.worked_example()
+    w = table.double()
+    v, d = w.shape
+    limit = 1 / math.sqrt(d)
+    w_out = torch.empty(d, v, dtype=torch.float64)
+    w_out.uniform_(-limit, limit, generator=torch.Generator().manual_seed(0))
+    stream = torch.tensor([2, 3, 1, 2, 0])
+    ids, targets = stream[:-1], stream[1:]
+    # By hand: the three steps of the chain rule.
+    logits = ee.lookup_embedding(ids, w) @ w_out
+    d_logits = (torch.softmax(logits, dim=1) - F.one_hot(targets, v).double()) / ids.numel()
+    one_hot = F.one_hot(ids, v).double()
+    d_w = one_hot.T @ (d_logits @ w_out.T)
+    # By autograd.
+    leaf = w.clone().requires_grad_()
+    x = ee.lookup_embedding(ids, leaf)
+    x.retain_grad()
+    z = x @ w_out
+    z.retain_grad()
+    F.cross_entropy(z, targets).backward()
+    assert leaf.grad is not None
+    assert x.grad is not None
+    assert z.grad is not None
+    return {
+        "d_logits": d_logits,
+        "d_w": d_w,
+        "auto_d_logits": z.grad,
+        "auto_d_out": x.grad,
+        "auto_d_w": leaf.grad,
+        "one_hot": one_hot,
+        "w_out": w_out,
+    }
+
+
+@pytest.mark.slow
+def test_gradients_page_derives_dl_dw_and_agrees_with_autograd(site: Path) -> None:
+    output = "\n".join(_code_blocks(site / "gradients" / "index.html"))
+    m = _next_token_model()
+    # The page's claims, checked here on the same numbers: steps 2 and 3 are autograd's own
+    # computations, bit for bit; step 1 (and so the whole chain) agrees to float64's rounding.
+    assert torch.equal(m["auto_d_logits"] @ m["w_out"].T, m["auto_d_out"])
+    assert torch.equal(m["one_hot"].T @ m["auto_d_out"], m["auto_d_w"])
+    eps = torch.finfo(torch.float64).eps
+    for hand, auto in (("d_logits", "auto_d_logits"), ("d_w", "auto_d_w")):
+        difference = (m[hand] - m[auto]).abs().max().item()
+        assert difference <= 8 * eps * m[auto].abs().max().item(), (hand, difference)
+    # What the page prints: the derived gradient, autograd's, and the comparisons.
+    assert str(m["d_w"]) in output
+    assert str(m["auto_d_w"]) in output
+    assert str(m["d_w"]) == str(m["auto_d_w"])  # the same printed digits
+    for line in (
+        "step 2: autograd's dL/dlogits @ W_out.T == dL/dout: True",
+        "step 3: one_hot.T @ autograd's dL/dout == W.grad: True",
+        "row 2 == G[0] + G[3]: True",
+        "row 0 == 0: True",
+    ):
+        assert line in output, line
+    printed = dict(
+        re.findall(
+            r"^(step 1|dL/dW), hand - autograd, max \|difference\|: (\S+)$", output, flags=re.M
+        )
+    )
+    assert printed == {
+        "step 1": f"{(m['d_logits'] - m['auto_d_logits']).abs().max().item():.1e}",
+        "dL/dW": f"{(m['d_w'] - m['auto_d_w']).abs().max().item():.1e}",
+    }
+    options = re.findall(r"^(\w+) +(\S+) +W\.grad == the formula: (\w+)$", output, flags=re.M)
+    forms = {"lookup_embedding", "matmul_embedding"}
+    names = {"padding_idx=2", "scale_grad_by_freq", "max_norm=1.0"}
+    assert {(form, name) for form, name, _ in options} == {(f, n) for f in forms for n in names}
+    assert all(result == "True" for _, _, result in options), options
+
+
+def test_backprop_figure_draws_the_transposed_one_hot_times_g() -> None:
+    from embedding_equivalence.diagrams.backprop import backprop_figure
+
+    ids = torch.tensor([2, 3, 1, 2])
+    g = torch.arange(20.0).reshape(4, 5) / 8  # exact, and not all integral: 4 decimals
+    svg = backprop_figure(ids, g, 4)
+    root = ET.fromstring(svg)
+    assert root.get("role") == "img"
+    assert root.get("aria-label")
+    expected = torch.zeros(4, 5).index_add_(0, ids, g)  # the scatter-add, computed here
+    texts = {"".join(e.itertext()).strip() for e in root.iter(f"{SVG}text")}
+    for value in expected.flatten().tolist():
+        assert f"{value:.4f}" in texts, value
+    assert {"G[0] + G[3]", "G[2]", "G[1]", "no id: 0"} <= texts
+    own = {e.get("id") for e in root.iter() if e.get("id")}
+    grad = {e.get("id") for e in ET.fromstring(diagrams.gradient_figure()).iter() if e.get("id")}
+    assert not own & grad  # both are inlined in the same page
+    with pytest.raises(ValueError, match="at most 16"):
+        backprop_figure(torch.zeros(17, dtype=torch.long), torch.zeros(17, 2), 4)
+
+
+def _seed_004_arrays() -> dict[str, str]:
+    """What seed 004 prints, derived with numpy from its ``fake_weights`` (row v = 0.11 * v)."""
+    import numpy as np
+
+    fake_weights = np.array([[round(0.11 * v, 2)] * 5 for v in range(4)], dtype=np.float32)
+    idx = [2, 3, 1]
+    return {
+        "weights": "embedding weights:\n " + repr([fake_weights]),
+        "output": repr(fake_weights[idx]),
+        "onehot": "onehot:\n " + str(np.eye(4, dtype=np.float32)[idx]),
+        "dense weights": repr([fake_weights]),
+    }
+
+
+@pytest.mark.slow
+def test_keras_page_runs_the_seed_notebook_on_keras(site: Path) -> None:
+    blocks = _code_blocks(site / "tensorflow-keras" / "index.html")
+    arrays = _seed_004_arrays()
+    if SEED_004.is_file():  # the derived arrays are the notebook's (in its print layout)
+        seed = SEED_004.read_text(encoding="utf-8")
+        for name in ("weights", "output", "onehot"):
+            assert arrays[name].split("\n", 1)[-1] in seed, name
+    # The Keras source, each block followed by its output.
+    first = next(k for k, b in enumerate(blocks) if "keras.layers.Embedding(" in b)
+    second = next(k for k, b in enumerate(blocks) if "keras.layers.Dense(" in b)
+    assert "import keras" in blocks[first]
+    assert "use_bias=False" in blocks[second]
+    assert "keras.ops.one_hot(" in blocks[second]
+    embedding_output, dense_output = blocks[first + 1], blocks[second + 1]
+    assert re.match(r"Keras 3\.\S+ on the (torch|tensorflow|jax) backend\n", embedding_output)
+    assert arrays["weights"] in embedding_output
+    assert embedding_output.rstrip().endswith(arrays["output"])
+    assert arrays["onehot"] in dense_output
+    assert arrays["dense weights"] in dense_output
+    assert dense_output.count(arrays["output"]) == 1
+    assert dense_output.rstrip().endswith("True")  # Dense(one_hot) == Embedding(ids)
+
+
+# --------------------------------------------------------------------------------------------
+# The measured section of "Efficiency": one run, narrow tables, the model's agreement
+# --------------------------------------------------------------------------------------------
+
+# How wide a table of the site can be, from Material's stylesheet (the numbers are checked
+# against the installed theme by test_table_width_constants_are_the_themes):
+#   - html{font-size:125%}: the root em is 20 px at a 1280 px wide window (137.5% from 1600 px);
+#   - table:not([class]){font-size:.64rem}: a table's text is 0.64 x 20 = 12.8 px;
+#   - th{min-width:5rem; padding:.9375em 1.25em} and td{padding:.9375em 1.25em}: every column
+#     is at least 5 x 20 = 100 px wide, and holds 2 x 1.25 x 12.8 = 32 px of padding;
+#   - a character is at most 0.64 em wide (DejaVu Sans's digits, 0.636 em, are the widest of
+#     the fonts the theme's stack falls back to on Linux; Arial's and Helvetica's are 0.556).
+# A column is then max(100, 32 + 0.64 x 12.8 x its widest cell's characters) px wide, at most,
+# when nothing wraps; the table's width is their sum.
+TABLE_TARGET_PX = 1000
+ROOT_PX = 20.0
+TABLE_FONT_PX = 0.64 * ROOT_PX
+CELL_PADDING_PX = 2 * 1.25 * TABLE_FONT_PX
+COLUMN_MIN_PX = 5 * ROOT_PX
+CHAR_PX = 0.64 * TABLE_FONT_PX
+# Every column takes at least COLUMN_MIN_PX: more columns than this cannot fit the target.
+MAX_COLUMNS = int(TABLE_TARGET_PX // COLUMN_MIN_PX)
+# Characters per row (the widest cell of each column, summed) that fit the target when every
+# column needs its padding; a table of fewer columns may hold a few more in its narrow ones.
+MAX_ROW_CHARS = int((TABLE_TARGET_PX - MAX_COLUMNS * CELL_PADDING_PX) // CHAR_PX)
+
+
+def _tables(fragment: str) -> list[list[list[str]]]:
+    """The tables of an HTML fragment: rows of cell texts (tags removed, entities decoded)."""
+    tables = []
+    for table in re.findall(r"<table\b.*?</table>", fragment, flags=re.DOTALL):
+        rows = []
+        for row in re.findall(r"<tr\b.*?</tr>", table, flags=re.DOTALL):
+            cells = re.findall(r"<t[hd]\b[^>]*>(.*?)</t[hd]>", row, flags=re.DOTALL)
+            rows.append([html.unescape(re.sub(r"<[^>]+>", "", c)).strip() for c in cells])
+        tables.append(rows)
+    return tables
+
+
+def _column_chars(table: list[list[str]]) -> list[int]:
+    return [max(len(row[i]) for row in table if i < len(row)) for i in range(len(table[0]))]
+
+
+def _table_width_px(table: list[list[str]]) -> float:
+    return sum(max(COLUMN_MIN_PX, CELL_PADDING_PX + CHAR_PX * n) for n in _column_chars(table))
+
+
+def _assert_tables_fit(fragment: str, where: str) -> None:
+    __tracebackhide__ = True
+    tables = _tables(fragment)
+    assert tables, f"{where}: no table"
+    for k, table in enumerate(tables):
+        columns, chars = len(table[0]), sum(_column_chars(table))
+        width = _table_width_px(table)
+        if columns > MAX_COLUMNS or chars > MAX_ROW_CHARS or width > TABLE_TARGET_PX:
+            raise AssertionError(
+                f"{where}, table {k} ({table[0]}): {columns} columns (at most {MAX_COLUMNS}), "
+                f"{chars} characters a row (at most {MAX_ROW_CHARS}), about {width:.0f} px wide "
+                f"(at most {TABLE_TARGET_PX})"
+            )
+
+
+def test_table_width_constants_are_the_themes() -> None:
+    material = pytest.importorskip("material")
+    sheets = sorted((Path(material.__file__).parent / "templates").rglob("main.*.min.css"))
+    assert sheets, "Material's main stylesheet not found"
+    css = sheets[0].read_text(encoding="utf-8")
+    assert "html{height:100%;overflow-x:hidden;font-size:125%}" in css
+    assert re.search(r"table:not\(\[class\]\)\{display:inline-block;[^}]*font-size:\.64rem", css)
+    assert "table:not([class]) th{min-width:5rem;padding:.9375em 1.25em" in css
+    assert "table:not([class]) td{padding:.9375em 1.25em" in css
+
+
+def test_the_width_check_catches_the_old_thirteen_column_table(tmp_path: Path) -> None:
+    # The headline table the page used to show: 13 columns, 1,369 px wide in a browser.
+    columns = [
+        "mode", "V", "lookup ms", "lookup model ms", "lookup measured/model", "one-hot ms",
+        "one-hot model ms", "one-hot measured/model", "one-hot/lookup measured",
+        "one-hot/lookup model", "lookup peak MiB", "one-hot peak MiB", "one-hot status",
+    ]  # fmt: skip
+    row = dict.fromkeys(columns, 0.04795763)
+    (tmp_path / "bench.json").write_text(json.dumps({"headline": [row]}), encoding="utf-8")
+    old = diagrams.bench_section(tmp_path)
+    assert _table_width_px(_tables(old)[0]) > TABLE_TARGET_PX
+    with pytest.raises(AssertionError, match="13 columns"):
+        _assert_tables_fit(old, "the old headline")
+
+
+def _sweep_result(form: str, mode: str, n: int, v: int, d: int, ms: float, model: float):
+    return {
+        "form": form,
+        "mode": mode,
+        "num_ids": n,
+        "vocab": v,
+        "dim": d,
+        "status": "ok",
+        "median_ms": ms,
+        "model_ms": model,
+        "ratio": ms / model,
+        "peak_bytes": 2**20,
+        "analytic_bytes": 2**20,
+    }
+
+
+@pytest.fixture
+def sweep_payload() -> dict[str, Any]:
+    """A small sweep in bench.json's form: two forms, two modes, two V, one of 8 off."""
+    results = []
+    for v in (1024, 262144):
+        for mode in ("fwd", "fwd+bwd"):
+            results.append(_sweep_result("lookup", mode, 1024, v, 256, 0.0479, 0.0516))
+            results.append(_sweep_result("one-hot matmul", mode, 1024, v, 256, 2699.3, 2219.9))
+    results[-1] = _sweep_result("one-hot matmul", "fwd+bwd", 1024, 262144, 256, 4869.7, 2219.9)
+    return {
+        "schema": "embedding-equivalence/bench/2",
+        "machine": {"cpu": "test cpu", "cores": "2", "load": "4.13", "load_after": "5.94"},
+        "config": {
+            "num_ids": 1024,
+            "dim": 256,
+            "vocabs": [1024, 262144],
+            "dims": [256],
+            "ns": [1024],
+            "base_vocab": 262144,
+            "dtype": "float32",
+            "threads": 1,
+        },
+        "calibration": {"rows": [], "zero_fill": [{"bytes": 2**20, "bytes_per_s": 5e10}]},
+        "results": results,
+        "notes": [],
+    }
+
+
+def test_sweep_section_shows_the_load_and_the_model_agreement(
+    tmp_path: Path, sweep_payload: dict[str, Any]
+) -> None:
+    (tmp_path / "bench.json").write_text(json.dumps(sweep_payload), encoding="utf-8")
+    text = diagrams.bench_section(tmp_path)
+    prose = html.unescape(re.sub(r"<[^>]+>", "", re.sub(r"<svg.*?</svg>", "", text, flags=re.S)))
+    assert "4.13 before the run and 5.94 after it" in prose
+    assert "Other processes were running" in prose  # a load of 4 before the run
+    ratios = [r["ratio"] for r in sweep_payload["results"]]
+    inside = sum(0.7 <= x <= 1.3 for x in ratios)
+    assert inside == len(ratios) - 1
+    assert f"{inside} of {len(ratios)} measured cases" in prose
+    assert text.count('<svg class="ee-figure"') == 3  # time, agreement, memory
+    assert '<details class="note">' in text
+    _assert_tables_fit(text, "sweep_section")
+
+
+def test_the_tables_and_the_figures_show_the_same_run(
+    tmp_path: Path, sweep_payload: dict[str, Any]
+) -> None:
+    # An SVG left in the folder by another run is not shown beside a sweep's results.
+    (tmp_path / "bench.json").write_text(json.dumps(sweep_payload), encoding="utf-8")
+    (tmp_path / "time_vs_vocab.svg").write_text(
+        '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 1 1"><text>stale</text></svg>',
+        encoding="utf-8",
+    )
+    text = diagrams.bench_section(tmp_path)
+    assert "stale" not in text
+    assert "N = 1,024, D = 256" in text  # the figures' sweep is the tables' sweep
+
+
+def test_the_checked_in_results_render_in_narrow_tables() -> None:
+    data = json.loads((DOCS / "bench" / "bench.json").read_text(encoding="utf-8"))
+    assert data["results"], "docs/bench/bench.json holds no sweep"
+    _assert_tables_fit(diagrams.bench_section(DOCS / "bench"), "docs/bench/bench.json")
+
+
+def test_the_page_names_the_command_that_regenerates_its_results() -> None:
+    page = (DOCS / "efficiency.md").read_text(encoding="utf-8")
+    assert f"```bash\n{diagrams.REGENERATE}\n```" in page
+
+
+@pytest.mark.slow
+def test_efficiency_page_shows_the_run_and_fits_its_tables(site: Path) -> None:
+    page = (site / "efficiency" / "index.html").read_text(encoding="utf-8")
+    measured = page[page.index('id="measured"') :]
+    text = _page_text(site / "efficiency" / "index.html")
+    assert re.search(r"Load average \(1 minute\): [\d.]+ before the run and [\d.]+ after it", text)
+    assert re.search(r"\d+ of \d+ measured cases \(\d+%\) are within 30% of the model", text)
+    _assert_tables_fit(measured, "efficiency/index.html, Measured")

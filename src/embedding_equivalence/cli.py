@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import importlib
 import math
 import os
@@ -149,6 +150,10 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             )
     if args.sharding is not None:
         return _verify_sharded(args, dtypes, devices, out, err)
+    if args.scheme is None and args.symmetric:
+        raise UsageError("--symmetric goes with --scheme int8")
+    if args.scheme is not None:
+        _check_quantized_args(args)
     if args.bag and args.num_ids is not None:
         raise UsageError("--num-ids: the bag verifier draws its own bags; drop --num-ids")
     allowed = BAG_OPTIONS if args.bag else EMBEDDING_OPTIONS
@@ -163,6 +168,10 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         fn = _load_candidate(args.candidate)
         targets = [_Target(args.candidate, fn, tuple(args.options or ()), args.bag)]
         option_sets = {args.candidate: [tuple(args.options or ())]}
+    elif args.scheme is not None:
+        lookup = functools.partial(ee.lookup_quantized_embedding, scheme=args.scheme)
+        targets = [_Target(f"lookup_quantized_embedding[{args.scheme}]", lookup, (), False)]
+        option_sets = {targets[0].name: [()]}
     else:
         targets = _package_targets(bag_only=args.bag)
         option_sets = {
@@ -173,7 +182,8 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     columns: list[tuple[str, torch.dtype]] = []
     for dev in devices:
         supported = ees.supported_float_dtypes(dev)
-        for dt in dtypes or supported:
+        default = ees.QUANTIZED_SCALE_DTYPES if args.scheme else supported
+        for dt in dtypes or default:
             if dt in supported:
                 columns.append((dev, dt))
     jobs = [
@@ -190,15 +200,22 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             sizes: dict[str, Any] = {"vocab_sizes": args.vocab_sizes, "dims": args.dims}
             if not target.bag:
                 sizes["num_ids"] = args.num_ids
-            verify = ee.verify_embedding_bag if target.bag else ee.verify_embedding
+            if args.scheme is not None:  # a quantized table: no options, forward only
+                verify: Callable[..., ee.VerificationReport] = functools.partial(
+                    ee.verify_quantized_embedding, scheme=args.scheme, symmetric=args.symmetric
+                )
+            else:
+                verify = functools.partial(
+                    ee.verify_embedding_bag if target.bag else ee.verify_embedding,
+                    options=opts,
+                    backward=not args.forward_only,
+                )
             try:
                 report = verify(
                     target.fn,
-                    options=opts,
                     dtypes=[dt],
                     devices=[dev],
                     max_examples=args.max_examples,
-                    backward=not args.forward_only,
                     seed=args.seed,
                     **sizes,
                 )
@@ -257,11 +274,25 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             style=None if r["passed"] else "bold red",
         )
     print_table(out, table)
-    out.write("\nworst/bound: the worst gradient error as a fraction of its derived bound\n")
+    judged = "output" if args.scheme else "gradient"
+    out.write(f"\nworst/bound: the worst {judged} error as a fraction of its derived bound\n")
     for report in failures:
         out.write(f"\n{report}\n")
     out.write(f"\n{summary}\n")
     return 1 if failures else 0
+
+
+def _check_quantized_args(args: argparse.Namespace) -> None:
+    """Refuse what a quantized verification cannot take."""
+    from .forms.quantized import SCHEMES
+
+    if args.scheme not in SCHEMES:
+        raise UsageError(f"--scheme: unknown {args.scheme!r}; choose from {', '.join(SCHEMES)}")
+    if args.symmetric and args.scheme != "int8":
+        raise UsageError(f"--symmetric applies to --scheme int8 only, not {args.scheme}")
+    for flag, given in (("--bag", args.bag), ("--options", args.options)):
+        if given:
+            raise UsageError(f"--scheme: a quantized lookup takes no {flag}; drop {flag}")
 
 
 def _verify_sharded(
@@ -361,6 +392,15 @@ def _build_parser() -> _Parser:
         type=_positive_int,
         default=2,
         help="ranks to start with --sharding (default 2; under torchrun, torchrun's)",
+    )
+    v.add_argument(
+        "--scheme",
+        metavar="SCHEME",
+        help="verify a quantized lookup (int8, uint4, float8_e4m3fn, float8_e5m2): the "
+        "package's, or --candidate with the signature (input, qweight, scale, zero_point)",
+    )
+    v.add_argument(
+        "--symmetric", action="store_true", help="with --scheme int8: tables without zero points"
     )
     v.add_argument("--options", type=_csv, help="comma-separated options to exercise")
     v.add_argument("--dtypes", type=_csv, help="comma-separated: float32,float64,float16,bfloat16")

@@ -133,7 +133,9 @@ def quantization_error_bound(
             f"{tuple(w.shape)} and {tuple(scale.shape)}"
         )
     sc = scale.detach().cpu().to(torch.float64)[:, None]
-    u_c = max(unit_roundoff(compute), unit_roundoff(weight.dtype))
+    # The weight's own dtype does not enter: its values are exact in float32, and a quantizer
+    # that divides in a narrower dtype (bfloat16: up to a whole step more) is not admitted.
+    u_c = unit_roundoff(compute)
     if s.is_float8:
         u_8 = unit_roundoff(s.storage)
         return (u_8 + u_c + u_8 * u_c) * w.abs() + sc * subnormal_loss(s.storage)

@@ -25,7 +25,8 @@ it the functions raise `ImportError` naming the extra to install
 (``pip install 'embedding-equivalence[keras]'``). The functions that only change a layout
 (``table_to_dense_kernel`` and friends) need torch alone.
 
-**Where Keras and torch differ** (each found and pinned by ``tests/test_keras.py``):
+**Where Keras and torch differ** (each found and pinned by ``tests/test_keras.py``, which
+runs on Keras' torch backend and again on TensorFlow):
 
 - A negative id ``-V <= i < 0`` is read from the end of the table by Keras' ``Embedding``
   (``ops.take``'s "fill" convention: ``W[i + V]``), is an all-zero row in Keras' ``one_hot``
@@ -46,8 +47,10 @@ it the functions raise `ImportError` naming the extra to install
   stays float64.
 - Under ``mixed_float16`` both layers keep float32 variables and return float16, equal to
   the float32 row rounded to float16; their gradients are float16-accurate: the Embedding looks
-  up (and accumulates the gradient) in a float16 copy of the table, the Dense accumulates in
-  float32 and rounds the result to float16.
+  up in a float16 copy of the table, the Dense accumulates in float32 and rounds the result to
+  float16. Where one id occurs several times, the torch backend sums its gradient rows in
+  float16; TensorFlow casts them to float32 first (its gather's gradient is an
+  ``IndexedSlices``), so there the sum is float32-accurate.
 - Keras' ``Dense`` wants at least a batch dimension (``min_ndim=2``): the one-hot of a 0-d id
   is refused, where ``Embedding`` (like torch) embeds a 0-d id.
 - Options of ``nn.Embedding`` with no Keras counterpart: ``padding_idx``, ``max_norm``,
@@ -118,9 +121,21 @@ def _to_torch(keras_: ModuleType, value: Any) -> torch.Tensor:
 
     if keras_.backend.standardize_dtype(value.dtype) == "bfloat16":
         # numpy has no bfloat16: go through float32, which holds every bfloat16 exactly.
-        array = keras_.ops.convert_to_numpy(keras_.ops.cast(value, "float32"))
+        array = _to_numpy(keras_, keras_.ops.cast(value, "float32"))
         return torch.from_numpy(np.array(array, copy=True)).to(torch.bfloat16)
-    return torch.from_numpy(np.array(keras_.ops.convert_to_numpy(value), copy=True))
+    return torch.from_numpy(np.array(_to_numpy(keras_, value), copy=True))
+
+
+def _to_numpy(keras_: ModuleType, value: Any) -> Any:
+    """A numpy array of a Keras variable or tensor on a backend other than torch.
+
+    On TensorFlow, ``keras.ops.convert_to_numpy`` calls ``np.array`` on an ``EagerTensor``,
+    whose ``__array__`` takes no ``copy=`` keyword, and numpy 2 warns about it
+    (`DeprecationWarning`); ``EagerTensor.numpy()`` gives the same array without the warning.
+    """
+    if keras_.backend.backend() == "tensorflow":
+        return keras_.ops.convert_to_tensor(value).numpy()
+    return keras_.ops.convert_to_numpy(value)
 
 
 def _to_keras(keras_: ModuleType, tensor: torch.Tensor) -> Any:

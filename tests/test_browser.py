@@ -1,11 +1,17 @@
-"""The built site in a real browser: figures have a size, maths is typeset, nothing errors.
+"""The built site in a real browser, at a desktop and a phone width.
+
+Every page of the nav is read at a desktop width (1280 x 800) and a phone width (375 x 812):
+it loads without errors, its maths is typeset, every display formula keeps its natural width
+(it scrolls sideways where wider than the screen), every figure fits the text column, and no
+page is wider than the screen. At the desktop width the text of every figure is at least
+11 CSS pixels, and the home page shows a figure on its first screen.
 
 Opt-in: needs a Chromium (Debian's ``chromium`` package, ``/usr/bin/chromium``, or
 ``$CHROMIUM``) and Playwright's Python package (``pip install playwright``; its own browser
 download is not used). Skipped with a reason when either is absent. Serves the site built by
 ``tests/test_docs.py`` on a free localhost port, blocks every request to another host, and
-saves a full-page screenshot of each page under ``$EE_SCREENSHOTS`` (default: pytest's
-temporary folder).
+saves a full-page screenshot of each page at each width under ``$EE_SCREENSHOTS`` (default:
+pytest's temporary folder).
 """
 
 from __future__ import annotations
@@ -15,28 +21,21 @@ import http.server
 import os
 import shutil
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from test_docs import build_site  # the same strict build, once per session
+from test_docs import _config, _nav_pages, build_site  # the same strict build, once per session
 
 pytestmark = pytest.mark.browser
 
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+#: Every page of the nav, as its URL below the site's root.
 PAGES = [
-    "",
-    "lookup-is-a-matmul/",
-    "gradients/",
-    "efficiency/",
-    "when-equivalence-breaks/",
-    "embedding-bag/",
-    "verify/",
-    "sharded/",
-    "tensorflow-keras/",
-    "api/embedding_equivalence/",
+    "" if page == "index.md" else page.removesuffix(".md") + "/"
+    for page in _nav_pages(_config()["nav"])
 ]
 #: Pages with display maths, and the least number of typeset formulas each must show.
 MATHS = {
@@ -46,6 +45,69 @@ MATHS = {
     "when-equivalence-breaks/": 8,
     "sharded/": 3,
 }
+VIEWPORTS = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 375, "height": 812}}
+#: The least size of a figure's text at the desktop width, in CSS pixels.
+MIN_TEXT_PX = 11.0
+#: Pages whose figures come from modules outside this test's scope and do not meet
+#: MIN_TEXT_PX yet, and why.
+SMALL_TEXT = {
+    "efficiency/": "diagrams/efficiency.py labels the log axes of its plots 10^k and 2^k with "
+    "the exponent in a superscript, 0.7 of the tick size (diagrams._style.log_tick_labels "
+    "writes them plain)",
+}
+
+# A rendered width may differ from the one computed by a fraction of a pixel.
+_SUBPIXEL = 0.5
+_MAX_SHOT = 16_000  # the tallest screenshot taken, in CSS pixels
+
+
+def _page_id(page: str) -> str:
+    return page.strip("/") or "home"
+
+
+# Measures everything the tests check, once per page and width. A figure's text size is its
+# font size (in the SVG's units) times the scale the SVG is drawn at, from getScreenCTM.
+# A display formula's natural width is that of a box as wide as MathJax's svg asks for (a
+# width in ex), put in the formula's container so that an ex is the formula's ex.
+_MEASURE = """() => {
+  const box = e => {
+    const r = e.getBoundingClientRect();
+    return {left: r.left, right: r.right, top: r.top + scrollY, width: r.width, height: r.height};
+  };
+  const column = document.querySelector(".md-content__inner");
+  const figures = [...document.querySelectorAll("svg.ee-figure")].map(svg => {
+    const texts = [];
+    for (const t of svg.querySelectorAll("text, tspan")) {
+      const own = [...t.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
+      if (!own) continue;
+      const m = t.closest("text").getScreenCTM();
+      texts.push([parseFloat(getComputedStyle(t).fontSize) * Math.hypot(m.a, m.b),
+                  t.textContent.trim()]);
+    }
+    texts.sort((a, b) => a[0] - b[0]);
+    return {label: svg.getAttribute("aria-label"), ...box(svg), texts: texts.slice(0, 5)};
+  });
+  const maths = [...document.querySelectorAll('mjx-container[display="true"]')].map(c => {
+    const svg = c.querySelector(":scope > svg");
+    const probe = document.createElement("div");
+    probe.style.cssText = "position: absolute; visibility: hidden";
+    probe.style.width = svg.getAttribute("width");
+    c.appendChild(probe);
+    const natural = probe.getBoundingClientRect().width;
+    probe.remove();
+    const scroller = c.closest("div.arithmatex");
+    return {tex: (c.querySelector("mjx-assistive-mml") || c).textContent.slice(0, 60),
+            width: svg.getBoundingClientRect().width, natural,
+            scrolls: scroller.scrollWidth > scroller.clientWidth,
+            fits: svg.getBoundingClientRect().width <= scroller.clientWidth};
+  });
+  return {
+    column: box(column), viewport: {width: innerWidth, height: innerHeight},
+    pageWidth: document.documentElement.scrollWidth, figures, maths,
+    typeset: document.querySelectorAll(".arithmatex mjx-container svg").length,
+    texErrors: document.querySelectorAll("mjx-merror").length,
+  };
+}"""
 
 
 @pytest.fixture(scope="module")
@@ -102,9 +164,9 @@ def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@pytest.mark.parametrize("page", PAGES, ids=[p.strip("/") or "home" for p in PAGES])
-def test_page_renders(browser: Any, base_url: str, screenshots: Path, page: str) -> None:
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
+def _visit(browser: Any, base_url: str, screenshots: Path, page: str, viewport: str) -> Any:
+    """Load ``page`` at ``viewport``, wait for its maths, and measure it."""
+    context = browser.new_context(viewport=VIEWPORTS[viewport])
     tab = context.new_page()
     errors: list[str] = []
     external: list[str] = []
@@ -121,27 +183,107 @@ def test_page_renders(browser: Any, base_url: str, screenshots: Path, page: str)
     tab.route("**/*", route)
     try:
         response = tab.goto(base_url + page, wait_until="load")
-        assert response is not None
-        assert response.status == 200
-        if page in MATHS:
-            tab.wait_for_function(
-                "() => window.MathJax && MathJax.startup && MathJax.startup.promise",
-            )
-            tab.evaluate("() => MathJax.startup.promise")
-        box = "e => { const r = e.getBoundingClientRect(); return [r.width, r.height]; }"
-        sizes = tab.eval_on_selector_all("svg.ee-figure", f"els => els.map({box})")
-        for width, height in sizes:
-            assert width > 50, sizes
-            assert height > 30, sizes
-        if page in MATHS:
-            typeset = tab.eval_on_selector_all(".arithmatex mjx-container svg", "els => els.length")
-            assert typeset >= MATHS[page]
-            assert tab.locator("mjx-merror").count() == 0  # no TeX errors
-        tab.screenshot(path=str(screenshots / f"{page.strip('/') or 'home'}.png"), full_page=True)
+        status = None if response is None else response.status
+        tab.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
+        tab.evaluate("() => MathJax.startup.promise")
+        measured = tab.evaluate(_MEASURE)
+        shot = screenshots / f"{_page_id(page)}-{viewport}.png"
+        # Chromium cannot capture more than 16,384 px in one go (a long page on a phone).
+        height = min(tab.evaluate("document.documentElement.scrollHeight"), _MAX_SHOT)
+        clip = {"x": 0, "y": 0, "width": VIEWPORTS[viewport]["width"], "height": height}
+        tab.screenshot(path=str(shot), full_page=True, clip=clip)
     finally:
         context.close()
+    return {"status": status, "errors": errors, "external": external, **measured}
+
+
+@pytest.fixture(scope="module")
+def visit(browser: Any, base_url: str, screenshots: Path) -> Callable[[str, str], Any]:
+    """``visit(page, viewport)``: the page's measurements, each page and width loaded once."""
+    return functools.cache(functools.partial(_visit, browser, base_url, screenshots))
+
+
+@pytest.fixture(params=list(VIEWPORTS))
+def viewport(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+_pages = pytest.mark.parametrize("page", PAGES, ids=[_page_id(p) for p in PAGES])
+
+
+@_pages
+def test_page_renders(visit: Callable[[str, str], Any], page: str, viewport: str) -> None:
+    seen = visit(page, viewport)
+    assert seen["status"] == 200
+    for figure in seen["figures"]:
+        assert figure["width"] > 50, figure["label"]
+        assert figure["height"] > 30, figure["label"]
+    if page in MATHS:
+        assert seen["typeset"] >= MATHS[page]
+        assert seen["texErrors"] == 0  # no TeX errors
     # The repository link makes Material ask api.github.com for stars and forks; it is
     # blocked here (no network) and is the only request allowed to leave the site.
+    external = seen["external"]
     assert all(u.startswith("https://api.github.com/") for u in external), external
-    unexpected = [e for e in errors if "net::ERR_FAILED" not in e or not external]
+    unexpected = [e for e in seen["errors"] if "net::ERR_FAILED" not in e or not external]
     assert not unexpected, unexpected
+
+
+@_pages
+def test_display_maths_keep_their_width(
+    visit: Callable[[str, str], Any], page: str, viewport: str
+) -> None:
+    seen = visit(page, viewport)
+    for formula in seen["maths"]:
+        where = f"{formula['tex']!r} at {seen['viewport']['width']} px"
+        assert formula["natural"] > 0, where
+        assert formula["width"] >= formula["natural"] - _SUBPIXEL, (
+            f"{where} is drawn {formula['width']:.1f} px wide, its natural width is "
+            f"{formula['natural']:.1f} px"
+        )
+        # Wider than the screen: its own box scrolls, not the page.
+        assert formula["fits"] or formula["scrolls"], where
+    assert seen["pageWidth"] <= seen["viewport"]["width"], "the page scrolls sideways"
+
+
+@_pages
+def test_figures_fit_the_column(visit: Callable[[str, str], Any], page: str, viewport: str) -> None:
+    seen = visit(page, viewport)
+    column = seen["column"]
+    for figure in seen["figures"]:
+        assert figure["width"] <= column["width"] + _SUBPIXEL, figure["label"]
+        assert figure["left"] >= column["left"] - _SUBPIXEL, figure["label"]
+        assert figure["right"] <= column["right"] + _SUBPIXEL, figure["label"]
+        assert figure["right"] <= seen["viewport"]["width"], figure["label"]
+    assert seen["pageWidth"] <= seen["viewport"]["width"], "the page scrolls sideways"
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        pytest.param(
+            p, marks=pytest.mark.xfail(reason=SMALL_TEXT[p], strict=True, raises=AssertionError)
+        )
+        if p in SMALL_TEXT
+        else p
+        for p in PAGES
+    ],
+    ids=[_page_id(p) for p in PAGES],
+)
+def test_figure_text_is_legible_on_a_desktop(visit: Callable[[str, str], Any], page: str) -> None:
+    seen = visit(page, "desktop")
+    for figure in seen["figures"]:
+        small = [(round(px, 2), text) for px, text in figure["texts"] if px < MIN_TEXT_PX]
+        assert not small, f"{figure['label']}: text below {MIN_TEXT_PX} px: {small}"
+
+
+def test_the_home_page_shows_a_figure_on_its_first_screen(
+    visit: Callable[[str, str], Any],
+) -> None:
+    seen = visit("", "desktop")
+    assert seen["figures"], "the home page has no figure"
+    first = seen["figures"][0]
+    assert first["top"] < seen["viewport"]["height"], (
+        f"the first figure starts {first['top']:.0f} px down, below the first screen "
+        f"({seen['viewport']['height']} px)"
+    )

@@ -2,29 +2,52 @@
 
 A [`Canvas`][] is a figure whose data units are inches (origin at the top left, y pointing
 down) with helpers for text, arrows, boxes and matrices of text cells; the tensor figures
-(lookup, one-hot, matmul, layouts, gradients, bags) and the architecture figure draw on one.
+(lookup, one-hot, matmul, layouts, gradients, bags, sharded) and the architecture figure draw
+on one. No text on a canvas is smaller than its width allows
+([`min_font_size`][embedding_equivalence.diagrams._style.min_font_size]).
+
+A product ``M @ weight = out`` is laid out as in Falk's scheme ([`Product`][]): ``weight``
+above ``out`` and ``M`` left of ``out``, so that ``out[n, d]`` sits in row ``n`` of ``M`` and
+column ``d`` of ``weight``. Three matrices side by side would not fit the page's column with
+legible text; this takes the width of two.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 
-from ._style import FAINT_TEXT, GRID, PAPER, TEXT, fmt, new_figure, render_svg
+from ._style import (
+    BODY,
+    FAINT_TEXT,
+    GRID,
+    PAPER,
+    SMALL,
+    SYMBOL,
+    TEXT,
+    TITLE,
+    fmt,
+    min_font_size,
+    new_figure,
+    render_svg,
+)
 
 __all__ = [
     "CELL_H",
     "CELL_W",
+    "HEAD",
     "MAX_SIDE",
     "SQUARE",
     "Canvas",
+    "Product",
     "check_drawable",
     "defaults",
     "drawable_table",
-    "product_columns",
+    "product_layout",
     "values",
     "worked_example",
 ]
@@ -32,10 +55,17 @@ __all__ = [
 #: The largest side a cell-by-cell figure draws (every cell carries its value).
 MAX_SIDE = 16
 
-# Cell sizes in inches (the drawing canvases use inches as data units).
+# Cell sizes in inches (the drawing canvases use inches as data units). A cell holds torch's
+# seven characters ("-1.8061") of monospace at BODY size (0.602 em each), with a margin.
 CELL_W = 0.62
 CELL_H = 0.28
 SQUARE = 0.28
+#: The room above a matrix for its title and its column labels, in inches.
+HEAD = 0.55
+# Room between the weight and the product below it (the product's title), and between the
+# left matrix and the product, in inches.
+_PRODUCT_GAP_Y = 0.42
+_PRODUCT_GAP_X = 0.45
 
 
 def worked_example() -> tuple[torch.Tensor, torch.Tensor]:
@@ -96,20 +126,56 @@ def drawable_table(
     return w, i
 
 
-def product_columns(left_end: float, dim: int) -> tuple[float, float, float]:
-    """Where ``weight`` and the product go in ``M @ weight = out``, and the canvas's width.
+@dataclass(frozen=True)
+class Product:
+    """Where the matrices of ``M @ weight = out`` go, in inches (Falk's scheme).
+
+    ``weight`` is drawn at ``(x_weight, y_weight)``, ``out`` below it at ``(x_weight, y_out)``,
+    and ``M`` left of ``out``, at ``(x_m, y_out)``.
+
+    Attributes:
+        x_m: the left edge of ``M``.
+        x_weight: the left edge of ``weight`` and of ``out``.
+        y_weight: the top of ``weight``.
+        y_out: the top of ``M`` and of ``out``.
+        right: the right edge of ``weight`` and of ``out``.
+        bottom: the bottom of ``M`` and of ``out``.
+    """
+
+    x_m: float
+    x_weight: float
+    y_weight: float
+    y_out: float
+    right: float
+    bottom: float
+
+
+def product_layout(
+    x_m: float, m_width: float, num_embeddings: int, dim: int, rows: int, top: float = HEAD
+) -> Product:
+    """Place ``M @ weight = out`` with ``M`` at ``x_m``, ``m_width`` inches wide.
 
     Args:
-        left_end: where the matrix ``M`` ends, in inches.
+        x_m: the left edge of ``M`` (its row labels go left of it).
+        m_width: the width of ``M``.
+        num_embeddings: ``V``, the rows of ``weight``.
         dim: ``D``, the columns of ``weight``.
+        rows: the rows of ``M`` and of ``out``.
+        top: the top of ``weight``; its title and column labels go above it.
 
     Returns:
-        ``(x_weight, x_out, width)``: the left edges of ``weight`` and ``out``, and the width
-        of a canvas that ends just right of ``out``.
+        The places of the three matrices.
     """
-    x_weight = left_end + 0.75
-    x_out = x_weight + dim * CELL_W + 0.75
-    return x_weight, x_out, x_out + dim * CELL_W + 0.2
+    x_weight = x_m + m_width + _PRODUCT_GAP_X
+    y_out = top + num_embeddings * CELL_H + _PRODUCT_GAP_Y
+    return Product(
+        x_m=x_m,
+        x_weight=x_weight,
+        y_weight=top,
+        y_out=y_out,
+        right=x_weight + dim * CELL_W,
+        bottom=y_out + rows * CELL_H,
+    )
 
 
 def values(t: torch.Tensor, to_text: Callable[[float], str] = fmt) -> list[list[str]]:
@@ -128,16 +194,21 @@ class Canvas:
     def __init__(self, width: float, height: float) -> None:
         self.width = width
         self.height = height
+        #: No text of this canvas is smaller, in points (a wide canvas is shown scaled down).
+        self.min_fontsize = min_font_size(width)
         self.fig, (self.ax,) = new_figure(width, height, rect=(0.0, 0.0, 1.0, 1.0))
         self.ax.set_xlim(0, width)
         self.ax.set_ylim(height, 0)
         self.ax.set_axis_off()
 
     def text(self, x: float, y: float, s: str, **kwargs: Any) -> None:
-        """Write ``s`` centred on ``(x, y)``; keyword arguments as for ``Axes.text``."""
+        """Write ``s`` centred on ``(x, y)``; keyword arguments as for ``Axes.text``.
+
+        The ``fontsize`` (default ``BODY``) is raised to the canvas's ``min_fontsize``.
+        """
         kwargs.setdefault("ha", "center")
         kwargs.setdefault("va", "center")
-        kwargs.setdefault("fontsize", 8.5)
+        kwargs["fontsize"] = max(kwargs.get("fontsize", BODY), self.min_fontsize)
         kwargs.setdefault("color", TEXT)
         self.ax.text(x, y, s, **kwargs)
 
@@ -178,15 +249,15 @@ class Canvas:
             )
         )
 
-    def between(self, left: float, right: float, y: float, symbol: str, size: float = 14) -> None:
+    def between(
+        self, left: float, right: float, y: float, symbol: str, size: float = SYMBOL
+    ) -> None:
         """Write an operator (``@``, ``=``) midway between two matrices."""
         self.text((left + right) / 2, y, symbol, fontsize=size)
 
     def times_weight(
         self,
-        left_end: float,
-        top: float,
-        left_rows: int,
+        place: Product,
         weight: torch.Tensor,
         out: torch.Tensor,
         out_title: str,
@@ -194,36 +265,30 @@ class Canvas:
         weight_style: dict[str, Any] | None = None,
         out_style: dict[str, Any] | None = None,
     ) -> None:
-        """Draw ``@ weight = out`` right of a matrix ``M`` of ``left_rows`` rows.
+        """Draw ``weight`` and the product ``out`` of ``M @ weight``, placed by ``place``.
+
+        ``M`` is the caller's to draw, at ``(place.x_m, place.y_out)``; ``out`` shares the
+        column labels of ``weight`` above it and the row labels of ``M`` left of it.
 
         Args:
-            left_end: where ``M`` ends, in inches.
-            top: the top edge of the three matrices.
-            left_rows: the rows of ``M``.
+            place: from [`product_layout`][].
             weight: the ``(V, D)`` table.
             out: the product.
-            out_title: the product's title.
+            out_title: the product's title, written between ``weight`` and ``out``.
             weight_style: more keyword arguments of [`matrix`][] for the table.
             out_style: more keyword arguments of [`matrix`][] for the product.
         """
         v, d = weight.shape
-        x_weight, x_out, _ = product_columns(left_end, d)
-        columns = [str(j) for j in range(d)]
         self.matrix(
-            x_weight,
-            top,
+            place.x_weight,
+            place.y_weight,
             values(weight),
             row_labels=[str(r) for r in range(v)],
-            col_labels=columns,
+            col_labels=[str(j) for j in range(d)],
             title=f"weight  ({v}, {d})",
             **(weight_style or {}),
         )
-        self.matrix(
-            x_out, top, values(out), col_labels=columns, title=out_title, **(out_style or {})
-        )
-        mid = top + min(left_rows, v) * CELL_H / 2
-        self.between(left_end, x_weight, mid, "@")
-        self.between(x_weight + d * CELL_W, x_out, mid, "=")
+        self.matrix(place.x_weight, place.y_out, values(out), title=out_title, **(out_style or {}))
 
     def matrix(
         self,
@@ -279,7 +344,7 @@ class Canvas:
                     x + (j + 0.5) * cell_w,
                     y + (i + 0.5) * cell_h,
                     cells[i][j],
-                    fontsize=8.0,
+                    fontsize=BODY,
                     family="monospace",
                     color=text_colours.get((i, j), TEXT),
                     fontweight="bold" if (i, j) in bold else "normal",
@@ -291,13 +356,13 @@ class Canvas:
         )
         if row_labels is not None:
             for i, lab in enumerate(row_labels):
-                self.text(x - 0.06, y + (i + 0.5) * cell_h, lab, ha="right", fontsize=7.5)
+                self.text(x - 0.06, y + (i + 0.5) * cell_h, lab, ha="right", fontsize=BODY)
         if col_labels is not None:
             for j, lab in enumerate(col_labels):
-                self.text(x + (j + 0.5) * cell_w, y - 0.09, lab, fontsize=7, color=FAINT_TEXT)
+                self.text(x + (j + 0.5) * cell_w, y - 0.1, lab, fontsize=SMALL, color=FAINT_TEXT)
         if title is not None:
-            top = y - (0.26 if col_labels is not None else 0.12)
-            self.text(x + cols * cell_w / 2, top, title, va="bottom", fontsize=8.5)
+            top = y - (0.27 if col_labels is not None else 0.1)
+            self.text(x + cols * cell_w / 2, top, title, va="bottom", fontsize=TITLE)
 
     def svg(self, name: str, label: str) -> str:
         """The canvas as an inline SVG element (see ``render_svg``)."""

@@ -5,16 +5,8 @@ from __future__ import annotations
 import torch
 
 from ..forms.bag import lookup_embedding_bag, matmul_embedding_bag
-from ._canvas import (
-    CELL_H,
-    SQUARE,
-    Canvas,
-    check_drawable,
-    drawable_table,
-    product_columns,
-    values,
-)
-from ._style import FAINT_TEXT, fmt_short, id_colour, tint
+from ._canvas import SQUARE, Canvas, check_drawable, drawable_table, product_layout, values
+from ._style import FAINT_TEXT, TITLE, fmt_short, id_colour, tint
 
 __all__ = ["bag_figure"]
 
@@ -48,12 +40,12 @@ def bag_figure(
     b = counts.shape[0]
     starts = [int(x) for x in offs.tolist()] + [ids.numel()]
     bags = [[int(x) for x in ids[starts[k] : starts[k + 1]].tolist()] for k in range(b)]
-    top = 0.62
-    x_m = 1.45
-    c = Canvas(product_columns(x_m + v * SQUARE, d)[2], top + max(b, v) * CELL_H + 0.25)
+    x_m = 1.45  # right of the bags' labels
+    place = product_layout(x_m, v * SQUARE, v, d, b)
+    c = Canvas(place.right + 0.1, place.bottom + 0.45)
     c.matrix(
         x_m,
-        top,
+        place.y_out,
         values(counts, fmt_short),
         cell_w=SQUARE,
         fills={
@@ -65,7 +57,13 @@ def bag_figure(
         text_colours={(k, r): FAINT_TEXT for k in range(b) for r in range(v) if counts[k, r] == 0},
         row_labels=[f"bag {k} {bags[k]}" for k in range(b)],
         col_labels=[str(r) for r in range(v)],
-        title=f"bag counts M  ({b}, {v})",
     )
-    c.times_weight(x_m + v * SQUARE, top, b, w, out, f"M @ weight = bag sums  ({b}, {d})")
+    c.text(
+        x_m + v * SQUARE / 2,
+        place.bottom + 0.1,
+        f"bag counts M  ({b}, {v})",
+        va="top",
+        fontsize=TITLE,
+    )
+    c.times_weight(place, w, out, f"M @ weight = bag sums  ({b}, {d})")
     return c.svg("bag", f"bags {bags} as a multi-hot matrix times the table")

@@ -11,7 +11,16 @@ from ..forms.lookup import lookup_embedding
 from ..forms.matmul import matmul_embedding
 from ..oracle.bounds import gamma, unit_roundoff
 from ..oracle.embedding import reference_embedding_grad
-from ._style import FAINT_TEXT, ID_COLOURS, RED, new_figure, render_svg, tidy_axes
+from ._style import (
+    FAINT_TEXT,
+    ID_COLOURS,
+    RED,
+    figure_style,
+    log_tick_labels,
+    new_figure,
+    render_svg,
+    tidy_axes,
+)
 
 __all__ = ["error_bound_figure"]
 
@@ -58,31 +67,35 @@ def error_bound_figure(
     Returns:
         An SVG document.
     """
-    fig, axes = new_figure(3.6 * len(dtypes), 2.9, ncols=len(dtypes))
-    for ax, dtype in zip(axes, dtypes, strict=True):
-        u = unit_roundoff(dtype)
-        counts = [2**j for j in range(1, 12) if 2**j * u < 0.5]
-        ax.plot(
-            counts,
-            [gamma(k, u) for k in counts],
-            color=RED,
-            linestyle="--",
-            label="\N{GREEK SMALL LETTER GAMMA}_k(u), the bound",
-        )
-        ax.axhline(u, color=FAINT_TEXT, linewidth=0.8, linestyle=":", label="u")
-        for form, colour, name in (
-            (lookup_embedding, ID_COLOURS[0], "lookup"),
-            (matmul_embedding, ID_COLOURS[1], "matmul"),
-        ):
-            errs = _grad_errors(form, counts, dtype, dim, seed)
-            shown = [max(e, u / 16) for e in errs]  # an exact result is drawn at u / 16
-            ax.plot(counts, shown, marker="o", ms=3, color=colour, label=name)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log", base=2)
-        ax.set_title(f"{str(dtype).removeprefix('torch.')} (u = 2^{int(math.log2(u))})", fontsize=9)
-        ax.set_xlabel("k, occurrences of the id")
-        tidy_axes(ax)
-    axes[0].set_ylabel("max |error| / Σ|G|")
-    axes[0].legend(fontsize=7, frameon=False, loc="upper left")
-    fig.subplots_adjust(left=0.1, right=0.98, bottom=0.17, top=0.88, wspace=0.28)
+    width = 3.6 * len(dtypes)
+    with figure_style(width):
+        fig, axes = new_figure(width, 2.9, ncols=len(dtypes))
+        for ax, dtype in zip(axes, dtypes, strict=True):
+            u = unit_roundoff(dtype)
+            counts = [2**j for j in range(1, 12) if 2**j * u < 0.5]
+            ax.plot(
+                counts,
+                [gamma(k, u) for k in counts],
+                color=RED,
+                linestyle="--",
+                label="\N{GREEK SMALL LETTER GAMMA}_k(u), the bound",
+            )
+            ax.axhline(u, color=FAINT_TEXT, linewidth=0.8, linestyle=":", label="u")
+            for form, colour, name in (
+                (lookup_embedding, ID_COLOURS[0], "lookup"),
+                (matmul_embedding, ID_COLOURS[1], "matmul"),
+            ):
+                errs = _grad_errors(form, counts, dtype, dim, seed)
+                shown = [max(e, u / 16) for e in errs]  # an exact result is drawn at u / 16
+                ax.plot(counts, shown, marker="o", ms=3, color=colour, label=name)
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log", base=2)
+            log_tick_labels(ax.xaxis, 2, powers=False)
+            log_tick_labels(ax.yaxis, 2)
+            ax.set_title(f"{str(dtype).removeprefix('torch.')} (u = 2^{int(math.log2(u))})")
+            ax.set_xlabel("k, occurrences of the id")
+            tidy_axes(ax)
+        axes[0].set_ylabel("max |error| / Σ|G|")
+        axes[0].legend(frameon=False, loc="upper left")
+        fig.subplots_adjust(left=0.1, right=0.98, bottom=0.17, top=0.88, wspace=0.28)
     return render_svg(fig, "errorbound", "measured gradient errors stay under the bound gamma_k(u)")

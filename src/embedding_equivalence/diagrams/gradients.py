@@ -6,17 +6,17 @@ import math
 from typing import Any
 
 import torch
-from matplotlib.lines import Line2D
-from matplotlib.patches import Patch
 
 from ..forms.lookup import lookup_embedding
-from ._canvas import CELL_H, Canvas, check_drawable, defaults, values
+from ._canvas import CELL_H, HEAD, Canvas, check_drawable, defaults, values
 from ._style import (
     FAINT_TEXT,
     ID_COLOURS,
     MUTED,
     RED,
+    SMALL,
     ZERO_FILL,
+    figure_style,
     fmt_short,
     id_colour,
     new_figure,
@@ -26,6 +26,9 @@ from ._style import (
 )
 
 __all__ = ["gradient_figure", "renorm_figure"]
+
+# The colour of the table's rows after the renorm.
+_AFTER = ID_COLOURS[0]
 
 
 def _default_grad_output(n: int, d: int) -> torch.Tensor:
@@ -85,10 +88,10 @@ def gradient_figure(
     ids_list = [int(x) for x in i.tolist()]
     counts = [ids_list.count(r) for r in range(v)]
     pad = None if padding_idx is None else padding_idx % v
-    cw = 0.5
-    left, top = 0.95, 0.55
-    x_g = left + d * cw + 1.6
-    c = Canvas(x_g + d * cw + 1.25, top + max(n, v) * CELL_H + 0.2)
+    cw = 0.45  # values of up to five characters ("500.5")
+    left, top = 0.95, HEAD
+    x_g = left + d * cw + 1.15  # the arrows, and the row labels of the gradient
+    c = Canvas(x_g + d * cw + 1.15, top + max(n, v) * CELL_H + 0.2)
     c.matrix(
         left,
         top,
@@ -117,11 +120,11 @@ def gradient_figure(
     for r in range(v):
         note = _row_note(r, counts[r], pad, scale_grad_by_freq)
         if note:
-            c.text(x_g + d * cw + 0.08, top + (r + 0.5) * CELL_H, note, ha="left", fontsize=7.5)
+            c.text(x_g + d * cw + 0.08, top + (r + 0.5) * CELL_H, note, ha="left", fontsize=SMALL)
     for k, r in enumerate(ids_list):
         c.arrow(
             (left + d * cw + 0.03, top + (k + 0.5) * CELL_H),
-            (x_g - 0.55, top + (r + 0.5) * CELL_H),
+            (x_g - 0.5, top + (r + 0.5) * CELL_H),
             FAINT_TEXT if r == pad else id_colour(r),
             width=0.8 if r == pad else 1.2,
         )
@@ -162,25 +165,35 @@ def renorm_figure(
     before_n = torch.linalg.vector_norm(w.double(), norm_type, dim=1).tolist()
     after_n = torch.linalg.vector_norm(after.double(), norm_type, dim=1).tolist()
     referenced = {int(x) for x in i.tolist()}
-    fig, (ax,) = new_figure(6.4, 2.6, rect=(0.1, 0.17, 0.62, 0.7))
-    xs = list(range(v))
-    ax.bar([x - 0.2 for x in xs], before_n, 0.38, color=MUTED)
-    ax.bar(
-        [x + 0.2 for x in xs],
-        after_n,
-        0.38,
-        color=[id_colour(x) if x in referenced else MUTED for x in xs],
-    )
-    ax.axhline(max_norm, color=RED, linestyle="--", linewidth=1.0)
-    ax.set_xticks(xs, [f"row {x}" + ("*" if x in referenced else "") for x in xs])
-    p = "∞" if math.isinf(norm_type) else fmt_short(norm_type)
-    ax.set_ylabel(f"‖weight[v]‖ (p = {p})")
-    ax.set_title("max_norm rescales the referenced rows in place", fontsize=9)
-    tidy_axes(ax, grid=False)
-    handles: list[Any] = [
-        Patch(facecolor=MUTED, label="before the call"),
-        Patch(facecolor=ID_COLOURS[0], label="after (referenced rows, *)"),
-        Line2D([], [], color=RED, linestyle="--", label=f"max_norm = {max_norm}"),
-    ]
-    fig.legend(handles=handles, loc="center right", fontsize=7.5, frameon=False)
+    width = 7.0
+    with figure_style(width):
+        fig, (ax,) = new_figure(width, 2.6, rect=(0.09, 0.17, 0.57, 0.7))
+        xs = list(range(v))
+        changed = [x for x in xs if x in referenced]
+        kept = [x for x in xs if x not in referenced]
+        # One colour per series, and the legend made from the series themselves: an entry
+        # cannot show a colour that its bars do not have.
+        series: list[Any] = [
+            ax.bar([x - 0.2 for x in xs], before_n, 0.38, color=MUTED, label="before the call")
+        ]
+        for rows, colour, label in (
+            (changed, _AFTER, "after (referenced rows, *)"),
+            (kept, tint(_AFTER, 0.35), "after (other rows, unchanged)"),
+        ):
+            if rows:
+                heights = [after_n[x] for x in rows]
+                series.append(
+                    ax.bar([x + 0.2 for x in rows], heights, 0.38, color=colour, label=label)
+                )
+        series.append(
+            ax.axhline(
+                max_norm, color=RED, linestyle="--", linewidth=1.0, label=f"max_norm = {max_norm}"
+            )
+        )
+        ax.set_xticks(xs, [f"row {x}" + ("*" if x in referenced else "") for x in xs])
+        p = "∞" if math.isinf(norm_type) else fmt_short(norm_type)
+        ax.set_ylabel(f"‖weight[v]‖ (p = {p})")
+        ax.set_title("max_norm rescales the referenced rows in place")
+        tidy_axes(ax, grid=False)
+        fig.legend(handles=series, loc="center right", frameon=False)
     return render_svg(fig, "renorm", "row norms before and after the max_norm renorm")

@@ -82,9 +82,9 @@ def storage_figure(weight: torch.Tensor | None = None) -> str:
     base = min(min(r) for r in grid_w)
     size = v * d
     cell = 0.34
-    top = 0.62
+    top = 0.75  # room for two lines of title
     strip_y = top + max(v, d) * SQUARE + 0.8
-    width = max(size * cell, 2 * (d + v) * cell + 2.0) + 0.4
+    width = max(size * cell, 2 * (d + v) * cell + 0.6) + 0.4
     c = Canvas(width, strip_y + SQUARE + 0.12)
     row_of = {k - base: r for r, row in enumerate(grid_w) for k in row}
 
@@ -112,7 +112,7 @@ def storage_figure(weight: torch.Tensor | None = None) -> str:
             top,
             [[k - base for k in row] for row in _index_grid(view)],
             row_labels=[str(r) for r in range(view.shape[0])],
-            title=f"{name}: shape {tuple(view.shape)}, stride {view.stride()}",
+            title=f"{name}\nshape {tuple(view.shape)}, stride {view.stride()}",
         )
     draw(
         (width - size * cell) / 2,

@@ -12,15 +12,16 @@ from ..forms.matmul import matmul_embedding
 from ._canvas import (
     CELL_H,
     CELL_W,
+    HEAD,
     SQUARE,
     Canvas,
     check_drawable,
     defaults,
     drawable_table,
-    product_columns,
+    product_layout,
     values,
 )
-from ._style import FAINT_TEXT, TEXT, id_colour, tint
+from ._style import BODY, FAINT_TEXT, TEXT, TITLE, id_colour, tint
 
 __all__ = ["lookup_figure", "matmul_figure", "one_hot_figure"]
 
@@ -42,9 +43,9 @@ def lookup_figure(weight: torch.Tensor | None = None, ids: torch.Tensor | None =
     n = i.numel()
     out = lookup_embedding(i, w)
     ids_list = [int(x) for x in i.tolist()]
-    left, top = 0.75, 0.55
-    right = left + d * CELL_W + 1.3
-    c = Canvas(right + d * CELL_W + 0.2, top + max(v, n) * CELL_H + 0.25)
+    left, top = 0.55, HEAD
+    right = left + d * CELL_W + 1.15  # the arrows, and the row labels of the output
+    c = Canvas(right + d * CELL_W + 0.1, top + max(v, n) * CELL_H + 0.2)
     columns = [str(j) for j in range(d)]
     c.matrix(
         left,
@@ -67,7 +68,7 @@ def lookup_figure(weight: torch.Tensor | None = None, ids: torch.Tensor | None =
     for k, r in enumerate(ids_list):
         c.arrow(
             (left + d * CELL_W + 0.03, top + (r + 0.5) * CELL_H),
-            (right - 0.62, top + (k + 0.5) * CELL_H),
+            (right - 0.7, top + (k + 0.5) * CELL_H),
             id_colour(r),
         )
     return c.svg("lookup", f"lookup: rows {ids_list} of the table become the output rows")
@@ -103,8 +104,8 @@ def one_hot_figure(ids: torch.Tensor | None = None, num_embeddings: int | None =
     n, v = one_hot.shape
     check_drawable("one_hot_figure", n, v)
     ids_list = [int(x) for x in i.tolist()]
-    left, top = 0.85, 0.6
-    c = Canvas(left + v * SQUARE + 0.3, top + n * SQUARE + 0.15)
+    left, top = 0.75, HEAD
+    c = Canvas(max(left + v * SQUARE + 0.3, 2.2), top + n * SQUARE + 0.15)
     _one_hot_cells(
         c,
         left,
@@ -150,17 +151,16 @@ def matmul_figure(
     ids_list = [int(x) for x in i.tolist()]
     sel = ids_list[row]
     colour = id_colour(sel)
-    top = 0.62
-    x_oh = 0.85
-    x_w, x_out, width = product_columns(x_oh + v * SQUARE, d)
-    body_h = max(n, v) * CELL_H
-    c = Canvas(width, top + body_h + 0.62)
+    x_oh = 0.75
+    place = product_layout(x_oh, v * SQUARE, v, d, n)
+    # Right of the product: the arrow from the selected row of the table to the output row.
+    c = Canvas(place.right + 0.45, place.bottom + 0.75)
     oh_fills: dict[tuple[int, int], Any] = {(row, j): tint(colour, 0.15) for j in range(v)}
     oh_fills[(row, sel)] = tint(colour, 0.6)
     _one_hot_cells(
         c,
         x_oh,
-        top,
+        place.y_out,
         one_hot,
         ids_list,
         fills=oh_fills,
@@ -168,12 +168,13 @@ def matmul_figure(
             (k, j): (TEXT if k == row else FAINT_TEXT) for k in range(n) for j in range(v)
         },
         bold=[(row, sel)],
-        title=f"one_hot  ({n}, {v})",
+    )
+    # The title goes below: above the one-hot runs the arrow from its column `sel`.
+    c.text(
+        x_oh + v * SQUARE / 2, place.bottom + 0.1, f"one_hot  ({n}, {v})", va="top", fontsize=TITLE
     )
     c.times_weight(
-        x_oh + v * SQUARE,
-        top,
-        n,
+        place,
         w,
         out,
         f"one_hot @ weight  ({n}, {d})",
@@ -186,26 +187,27 @@ def matmul_figure(
             "text_colours": {(k, j): FAINT_TEXT for k in range(n) if k != row for j in range(d)},
         },
     )
-    # The 1 of the traced row selects row `sel` of the table ...
+    y_sel = place.y_weight + (sel + 0.5) * CELL_H
+    # Column `sel` of the one-hot, whose 1 is in the traced row, meets row `sel` of the table ...
     c.arrow(
-        (x_oh + (sel + 0.5) * SQUARE, top + (row + 1) * CELL_H),
-        (x_w - 0.2, top + (sel + 0.5) * CELL_H),
+        (x_oh + (sel + 0.5) * SQUARE, place.y_out - 0.2),
+        (place.x_weight - 0.2, y_sel),
         colour,
-        rad=0.35,
+        rad=-0.3,
     )
     # ... which becomes the output row.
     c.arrow(
-        (x_w + d * CELL_W + 0.02, top + (sel + 0.5) * CELL_H),
-        (x_out - 0.02, top + (row + 0.5) * CELL_H),
+        (place.right + 0.04, y_sel),
+        (place.right + 0.04, place.y_out + (row + 0.5) * CELL_H),
         colour,
-        rad=-0.15,
+        rad=-0.4,
     )
     terms = " + ".join(f"{int(one_hot[row, r])}·W[{r}]" for r in range(v))
     c.text(
         c.width / 2,
-        top + body_h + 0.36,
+        place.bottom + 0.55,
         f"out[{row}] = {terms} = W[{sel}]",
-        fontsize=9,
+        fontsize=BODY,
         family="monospace",
         color=colour,
     )

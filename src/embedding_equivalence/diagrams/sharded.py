@@ -15,18 +15,27 @@ import torch
 import torch.nn.functional as F
 
 from ..forms.matmul import matmul_embedding
-from ._canvas import CELL_H, CELL_W, SQUARE, Canvas, drawable_table, product_columns, values
-from ._style import FAINT_TEXT, TEXT, id_colour, tint
+from ._canvas import (
+    CELL_H,
+    CELL_W,
+    HEAD,
+    SQUARE,
+    Canvas,
+    drawable_table,
+    product_layout,
+    values,
+)
+from ._style import BODY, FAINT_TEXT, SMALL, TEXT, id_colour, tint
 
 __all__ = ["MAX_RANKS", "dim_parallel_figure", "vocab_parallel_figure"]
 
 #: The most ranks a sharding figure draws (one band or column block per rank).
 MAX_RANKS = 4
 
-# The vertical room above a matrix for its title and column labels, and the horizontal gap
-# between the column blocks of different ranks, in inches.
-_HEAD = 0.62
+# The horizontal gap between the column blocks of different ranks, and the vertical gap
+# between the bands of different ranks, in inches.
 _RANK_GAP = 0.3
+_BAND_GAP = 0.35
 
 
 def _shards(name: str, size: int, world_size: int) -> list[tuple[int, int]]:
@@ -93,39 +102,46 @@ def vocab_parallel_figure(
         out = out + p  # the all-reduce's sum, rank by rank
     owner = [next(r for r, (a, b) in enumerate(shards) if a <= k < b) for k in ids_list]
 
-    widest = max(max(stop - start for start, stop in shards), 1)
-    x_oh = 1.7
-    x_w, x_p, _ = product_columns(x_oh + widest * SQUARE, d)
-    x_lane = x_p + d * CELL_W + 0.35  # where the partial products meet, right of them
-    width = x_lane + 0.3
-    heights = [max(n, stop - start) * CELL_H for start, stop in shards]
-    body = sum(heights) + _HEAD * (len(shards) - 1)
+    # Each rank is a band in Falk's scheme (see `product_layout`): W_r above P_r, one_hot_r
+    # left of P_r; the bands are stacked, and the all-reduce joins them below.
+    # Every band is as wide as the widest one-hot block, so that all W_r and P_r line up.
+    widest = max(max(stop - start for start, stop in shards), 1) * SQUARE
+    x_oh = 0.75
+    places = []
+    top = 0.25
+    for start, stop in shards:
+        rows = stop - start
+        # Without rows there is no W_r: only the zeros of P_r, under its title.
+        place = product_layout(x_oh, widest, rows, d, n, top + HEAD if rows else top)
+        places.append(place)
+        top = place.bottom + _BAND_GAP
+    x_w, right = places[0].x_weight, places[0].right
+    x_lane = right + 0.3  # where the partial products meet, right of them
+    terms = " + ".join(f"one_hot_{r} @ W_{r}" for r in range(len(shards)))
+    formula = ["one_hot @ weight =", terms]
+    # The formula's lines are monospace: 0.602 em a character.
+    width = max(x_lane + 0.25, 0.24 + max(map(len, formula)) * 0.602 * BODY / 72)
     box_w, box_h = 1.7, 0.36
-    box_top = _HEAD + body + 0.35
-    out_top = box_top + box_h + 0.72
-    c = Canvas(width, out_top + n * CELL_H + 0.85)
+    box_top = places[-1].bottom + 0.3
+    out_top = box_top + box_h + 0.7
+    c = Canvas(width, out_top + n * CELL_H + 0.3 + 0.24 * len(formula))
     columns = [str(j) for j in range(d)]
-    top = _HEAD
     middles = []
-    for r, (start, stop) in enumerate(shards):
+    for r, ((start, stop), place) in enumerate(zip(shards, places, strict=True)):
         colour = _rank_colour(r)
         rows = stop - start
-        mid = top + heights[r] / 2
-        middles.append(top + n * CELL_H / 2)
-        c.text(0.12, mid, f"rank {r}", ha="left", fontsize=9, color=colour, fontweight="bold")
+        middles.append(place.y_out + n * CELL_H / 2)
+        label_y = place.y_weight + rows * CELL_H / 2 if rows else place.y_out - 0.3
+        c.text(0.12, label_y - 0.1, f"rank {r}", ha="left", color=colour, fontweight="bold")
         c.text(
-            0.12,
-            mid + 0.2,
-            _rows(start, stop),
-            ha="left",
-            fontsize=7.5,
-            color=FAINT_TEXT,
+            0.12, label_y + 0.12, _rows(start, stop), ha="left", fontsize=SMALL, color=FAINT_TEXT
         )
+        own = {k for k in range(n) if owner[k] == r}
         if rows:
             block = one_hot[:, start:stop]
             c.matrix(
                 x_oh,
-                top,
+                place.y_out,
                 [[str(int(e)) for e in row] for row in block.tolist()],
                 cell_w=SQUARE,
                 fills={
@@ -140,12 +156,18 @@ def vocab_parallel_figure(
                 },
                 row_labels=[f"ids[{k}]={t}" for k, t in enumerate(ids_list)],
                 col_labels=[str(j) for j in range(start, stop)],
-                title=f"one_hot_{r}",
+            )
+            c.text(
+                x_oh + rows * SQUARE / 2,
+                place.bottom + 0.08,
+                f"one_hot_{r}",
+                va="top",
+                fontsize=SMALL,
             )
             used = {t - start for t in ids_list if start <= t < stop}
             c.matrix(
                 x_w,
-                top,
+                place.y_weight,
                 values(w[start:stop]),
                 fills={(t, j): tint(colour, 0.35) for t in used for j in range(d)},
                 text_colours={
@@ -155,62 +177,46 @@ def vocab_parallel_figure(
                 col_labels=columns,
                 title=f"W_{r} = weight[{start}:{stop}]",
             )
-            c.between(x_oh + rows * SQUARE, x_w, top + min(n, rows) * CELL_H / 2, "@")
+            title = f"P_{r} = one_hot_{r} @ W_{r}"
         else:
-            c.text(
-                (x_oh + x_w + d * CELL_W) / 2,
-                top + n * CELL_H / 2,
-                "no rows: a product with 0 columns",
-                fontsize=8,
-                color=FAINT_TEXT,
-            )
-        own = {k for k in range(n) if owner[k] == r}
+            title = f"P_{r}: no rows, a product with 0 columns"
         c.matrix(
-            x_p,
-            top,
+            x_w,
+            place.y_out,
             values(partials[r]),
             fills={(k, j): tint(colour, 0.35) for k in own for j in range(d)},
             text_colours={(k, j): FAINT_TEXT for k in range(n) if k not in own for j in range(d)},
-            col_labels=columns,
-            title=f"P_{r} = one_hot_{r} @ W_{r}",
+            title=title,
         )
-        c.between(x_w + d * CELL_W, x_p, top + n * CELL_H / 2, "=")
-        top += heights[r] + _HEAD
 
     # The all-reduce: every rank's partial product runs into one sum, below them.
-    box_x = x_p + d * CELL_W / 2 - box_w / 2
+    box_x = x_w + d * CELL_W / 2 - box_w / 2
     box_mid = box_top + box_h / 2
     for r, y in enumerate(middles):
-        c.ax.plot([x_p + d * CELL_W + 0.05, x_lane], [y, y], color=_rank_colour(r), lw=1.2)
+        c.ax.plot([right + 0.05, x_lane], [y, y], color=_rank_colour(r), lw=1.2)
     c.ax.plot([x_lane, x_lane], [middles[0], box_mid], color=TEXT, lw=1.2)
     c.arrow((x_lane, box_mid), (box_x + box_w + 0.02, box_mid), TEXT)
     c.box(box_x, box_top, box_w, box_h, tint(TEXT, 0.06), TEXT)
-    c.text(box_x + box_w / 2, box_mid, "all-reduce (sum)", fontsize=8.5)
-    c.arrow((box_x + box_w / 2, box_top + box_h + 0.02), (box_x + box_w / 2, out_top - 0.3), TEXT)
+    c.text(box_x + box_w / 2, box_mid, "all-reduce (sum)")
+    c.arrow((box_x + box_w / 2, box_top + box_h + 0.02), (box_x + box_w / 2, out_top - 0.45), TEXT)
     c.matrix(
-        x_p,
+        x_w,
         out_top,
         values(out),
         fills={(k, j): tint(_rank_colour(owner[k]), 0.35) for k in range(n) for j in range(d)},
         row_labels=[f"ids[{k}]={t}" for k, t in enumerate(ids_list)],
         col_labels=columns,
+        title=" + ".join(f"P_{r}" for r in range(len(shards))) + ", on every rank",
     )
-    c.text(
-        x_p - 0.06,
-        out_top - 0.3,
-        " + ".join(f"P_{r}" for r in range(len(shards))) + ", on every rank",
-        ha="right",
-        fontsize=8.5,
-    )
-    terms = " + ".join(f"one_hot_{r} @ W_{r}" for r in range(len(shards)))
-    c.text(
-        0.12,
-        c.height - 0.3,
-        f"one_hot @ weight = {terms}",
-        ha="left",
-        fontsize=9,
-        family="monospace",
-    )
+    for k, line in enumerate(formula):
+        c.text(
+            0.12,
+            out_top + n * CELL_H + 0.3 + 0.24 * k,
+            line,
+            ha="left",
+            va="top",
+            family="monospace",
+        )
     sizes = [stop - start for start, stop in shards]
     return c.svg(
         "vocab-parallel",
@@ -257,7 +263,7 @@ def dim_parallel_figure(
     lefts = {r: x_w + a * CELL_W + k * _RANK_GAP for k, (r, a, _) in enumerate(held)}
     right = x_w + d * CELL_W + (len(held) - 1) * _RANK_GAP
     width = right + (1.9 if empty else 0.3)
-    y_w = _HEAD + 0.2
+    y_w = HEAD + 0.2
     y_blocks = y_w + v * CELL_H + 0.95
     y_out = y_blocks + n * CELL_H + 1.0
     c = Canvas(width, y_out + n * CELL_H + 0.75)
@@ -284,9 +290,8 @@ def dim_parallel_figure(
         names = [str(j) for j in range(start, stop)]
         c.text(
             x + cols * CELL_W / 2,
-            _HEAD - 0.42,
+            HEAD - 0.42,
             f"rank {r}",
-            fontsize=9,
             color=colour,
             fontweight="bold",
         )
@@ -322,10 +327,9 @@ def dim_parallel_figure(
     for k, r in enumerate(empty):
         c.text(
             right + 0.25,
-            _HEAD - 0.42 + 0.22 * k,
+            HEAD - 0.42 + 0.22 * k,
             f"rank {r}: no columns",
             ha="left",
-            fontsize=8.5,
             color=_rank_colour(r),
         )
     c.text(
@@ -333,10 +337,9 @@ def dim_parallel_figure(
         y_blocks - 0.55,
         "on each rank:  one_hot @ W[:, cols]",
         ha="right",
-        fontsize=8.5,
         va="bottom",
     )
-    c.text(x_w - 0.25, y_out - 0.55, "all-gather along D:", ha="right", fontsize=8.5, va="bottom")
+    c.text(x_w - 0.25, y_out - 0.55, "all-gather along D:", ha="right", va="bottom")
     colour_of = {j: _rank_colour(r) for r, a, b in held for j in range(a, b)}
     fills: dict[tuple[int, int], Any] = {
         (k, j): tint(colour_of[j], 0.35) for k in range(n) for j in range(d)
@@ -353,7 +356,6 @@ def dim_parallel_figure(
         x_w + d * CELL_W / 2,
         y_out + n * CELL_H + 0.25,
         "one_hot @ weight, on every rank",
-        fontsize=8.5,
         color=FAINT_TEXT,
     )
     sizes = [stop - start for start, stop in shards]

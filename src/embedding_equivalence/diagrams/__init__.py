@@ -34,6 +34,7 @@ from collections.abc import Callable
 
 from ._canvas import MAX_SIDE, worked_example
 from .architecture import DATA_PATH, architecture_table, data_path_figure
+from .backprop import backprop_figure
 from .bags import bag_figure
 from .efficiency import Cost, bench_section, forward_cost, work_figure
 from .error_bounds import error_bound_figure
@@ -48,6 +49,7 @@ __all__ = [
     "MAX_SIDE",
     "Cost",
     "architecture_table",
+    "backprop_figure",
     "bag_figure",
     "bench_section",
     "data_path_figure",
@@ -76,6 +78,7 @@ FIGURES: dict[str, Callable[[], str]] = {
     "storage_figure": storage_figure,
     "gradient_figure": gradient_figure,
     "renorm_figure": renorm_figure,
+    "backprop_figure": backprop_figure,
     "work_figure": work_figure,
     "error_bound_figure": error_bound_figure,
     "bag_figure": bag_figure,

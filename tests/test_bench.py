@@ -20,44 +20,61 @@ from typing import Any
 import pytest
 import torch
 
-from embedding_equivalence import bench, cli
-from embedding_equivalence.bench import memory
+from embedding_equivalence import _console, bench, cli
+from embedding_equivalence.bench import memory, report
+from embedding_equivalence.bench.calibration import (
+    GLIBC_MMAP_THRESHOLD_MAX,
+    ROW_PRIMITIVES,
+    calibrate,
+    settle_allocator,
+)
 from embedding_equivalence.bench.compare import IMPLEMENTATIONS, RAW_BASELINES
+from embedding_equivalence.bench.results import SCHEMA
 from embedding_equivalence.bench.sweep_forms import SWEEP_NAMES
+from embedding_equivalence.bench.timing import Timing
 from embedding_equivalence.forms import registry
 
 S = 4  # float32
 B = 1e10  # copy bandwidth, bytes/s
 Z = 5e9  # zero-fill bandwidth, bytes/s
+Z2 = 2e9  # zero-fill bandwidth of a pair of buffers, bytes/s over both
 F_FWD = 1e11  # GEMM FLOP/s
 F_BWD = 5e10
+# Seconds per row of each row primitive (distinct, so that a term in the wrong place shows).
+GATHER, SCATTER, SPARSE, SPARSE_T = 2e-8, 7e-8, 5e-8, 3e-8
 
 HAS_PROC = Path("/proc/self/status").exists()
 
+N, V, D = 100, 1000, 10
+
 
 def flat_calibration(**overhead: float) -> bench.Calibration:
-    """Constant bandwidths and throughputs: one point each, so the model is plain arithmetic."""
+    """Constant bandwidths, throughputs and row costs: one point each, so the model is plain
+    arithmetic (the row costs are measured at the row size of the model's cases, D * S)."""
+    per_row = {"gather": GATHER, "scatter_add": SCATTER, "sparse_rows": SPARSE}
+    per_row["sparse_rows_t"] = SPARSE_T
+    assert set(per_row) == set(ROW_PRIMITIVES)
     return bench.Calibration(
         copy=[(1 << 20, B)],
         zero_fill=[(1 << 20, Z)],
+        zero_pair=[(1 << 20, Z2)],
         gemm={(64, 4096, 16, "fwd"): F_FWD, (64, 4096, 16, "bwd"): F_BWD},
         overhead={(k.replace("__", "+"), "fwd"): v for k, v in overhead.items()},
+        rows={p: [(D * S, V * D * S, sec, sec)] for p, sec in per_row.items()},
     )
 
 
 # --- the model ------------------------------------------------------------------------------
 
-N, V, D = 100, 1000, 10
-
 
 @pytest.mark.parametrize(
     ("model", "mode", "expected"),
     [
-        ("lookup", "fwd", 2 * N * D * S / B),
-        ("lookup", "fwd+bwd", 2 * N * D * S / B + V * D * S / Z + 3 * N * D * S / B),
-        ("lookup_sparse_grad", "fwd+bwd", 2 * N * D * S / B),
-        ("sparse_mm", "fwd", 2 * N * D * S / B),
-        ("sparse_mm", "fwd+bwd", 2 * N * D * S / B + V * D * S / Z + 3 * N * D * S / B),
+        ("lookup", "fwd", N * GATHER),
+        ("lookup", "fwd+bwd", N * GATHER + V * D * S / Z + N * SCATTER),
+        ("lookup_sparse_grad", "fwd+bwd", N * GATHER),
+        ("sparse_mm", "fwd", N * SPARSE),
+        ("sparse_mm", "fwd+bwd", N * SPARSE + 2 * V * D * S / Z2 + N * SPARSE_T),
         ("one_hot", "fwd", N * V * S / Z + 2 * N * V * D / F_FWD),
         ("one_hot", "fwd+bwd", N * V * S / Z + 2 * N * V * D / F_FWD + 2 * N * V * D / F_BWD),
         ("linear", "fwd+bwd", N * V * S / Z + 2 * N * V * D / F_FWD + 2 * N * V * D / F_BWD),
@@ -73,10 +90,12 @@ def test_model_time_is_the_formula(model: str, mode: Any, expected: float) -> No
 
 
 def test_the_issue_numbers_lookup_and_one_hot() -> None:
-    # lookup: 2*N*D*bytes at the copy bandwidth; one-hot: 2*N*V*D FLOPs at the GEMM throughput.
+    # lookup: N rows at the gather's cost per row, scaled from the calibrated row size to
+    # D * 4 bytes; one-hot: 2*N*V*D FLOPs at the GEMM throughput.
     cal = flat_calibration()
     lookup = bench.model_time("lookup", "fwd", 2048, 50257, 768, 4, cal)
-    assert math.isclose(lookup.seconds, 2 * 2048 * 768 * 4 / 1e10)  # 1.26 ms
+    assert math.isclose(lookup.seconds, 2048 * GATHER * (768 * 4) / (D * S))
+    assert "gather 2048 rows" in lookup.describe()
     one_hot = bench.model_time("one_hot", "fwd", 2048, 50257, 768, 4, cal)
     gemm = 2 * 2048 * 50257 * 768 / 1e11
     build = 2048 * 50257 * 4 / 5e9
@@ -89,9 +108,83 @@ def test_call_overhead_is_a_separate_term() -> None:
     cal = flat_calibration(lookup=2e-5)
     t = bench.model_time("lookup", "fwd", N, V, D, S, cal)
     assert t.overhead == 2e-5
-    assert math.isclose(t.roofline, 2 * N * D * S / B)
-    assert math.isclose(t.seconds, 2e-5 + 2 * N * D * S / B)
+    assert math.isclose(t.roofline, N * GATHER)
+    assert math.isclose(t.seconds, 2e-5 + N * GATHER)
     assert t.terms[0] == ("call overhead", 2e-5)
+
+
+def test_row_cost_follows_the_table_log_log_and_scales_with_the_row() -> None:
+    small, large = 2**20, 2**24  # tables of 1 and 16 MiB, rows of 1 KiB
+    cal = bench.Calibration(
+        copy=[(1, 1.0)],
+        zero_fill=[(1, 1.0)],
+        rows={"gather": [(1024, small, 1e-8, 5e-8), (1024, large, 4e-8, 6e-8)], "scatter_add": []},
+        row_counts=(25, 100, 400),
+    )
+    assert math.isclose(cal.row_seconds("gather", 1024, 2**22), 2e-8)  # halfway in log T
+    assert cal.row_seconds("gather", 1024, 2**10) == 1e-8  # constant beyond the ends
+    assert cal.row_seconds("gather", 1024, 2**30) == 4e-8
+    assert math.isclose(cal.row_seconds("gather", 3072, small), 3e-8)  # nearest row size, x3
+    assert cal.row_seconds("scatter_add", 1024, small) is None
+    assert cal.row_seconds("sparse_rows", 1024, small) is None
+    # Up to the base count (100) at the first cost, the rows beyond it at the second.
+    assert math.isclose(cal.rows_seconds("gather", 80, 1024, small), 80 * 1e-8)
+    assert math.isclose(cal.rows_seconds("gather", 300, 1024, small), 100 * 1e-8 + 200 * 5e-8)
+    assert cal.rows_seconds("scatter_add", 300, 1024, small) is None
+
+
+def test_a_row_primitive_not_calibrated_counts_as_a_copy_of_the_rows() -> None:
+    # A calibration from before the row primitives (or a device without sparse products).
+    cal = bench.Calibration(copy=[(1 << 20, B)], zero_fill=[(1 << 20, Z)])
+    t = bench.model_time("sparse_mm", "fwd", N, V, D, S, cal)
+    assert math.isclose(t.seconds, 2 * N * D * S / B)
+    assert "(as a copy)" in t.describe()
+
+
+def test_calibration_round_trips_and_reads_the_first_schema() -> None:
+    cal = flat_calibration(lookup=1e-5)
+    cal.row_counts, cal.allocator_warmup_bytes = (16, 64, 256), 12345
+    data = cal.to_json()
+    assert bench.Calibration.from_json(data).to_json() == data
+    added = ("zero_pair", "rows", "row_counts", "allocator_warmup_bytes")
+    old = bench.Calibration.from_json({k: v for k, v in data.items() if k not in added})
+    assert old.zero_pair == []
+    assert old.zero_pair_bandwidth(1 << 20) == Z  # a single buffer's bandwidth instead
+    assert old.rows == {}
+    assert old.row_counts == (0, 0, 0)
+    assert old.allocator_warmup_bytes == 0
+
+
+def test_settle_allocator_frees_one_block_under_glibcs_ceiling_on_the_cpu_only() -> None:
+    nbytes = settle_allocator(torch.device("cpu"))
+    assert GLIBC_MMAP_THRESHOLD_MAX - 2**16 < nbytes < GLIBC_MMAP_THRESHOLD_MAX
+    assert settle_allocator(torch.device("meta")) == 0
+
+
+def test_row_primitives_time_the_whole_table_unless_they_zero_it_on_the_cpu() -> None:
+    # A table as large as glibc's mmap ceiling: the gather reads it all; the primitives that
+    # zero a fresh table each call are timed on one of half the ceiling (their rows' cost is
+    # the slope, which the page faults of a larger table would drown).
+    dim = 256
+    vocab = GLIBC_MMAP_THRESHOLD_MAX // (dim * S)
+    cal = calibrate(
+        copy_sizes=[],
+        zero_sizes=[],
+        gemm_shapes=[],
+        row_shapes=[(vocab, dim)],
+        rows=8,
+        dtype=torch.float32,
+        device=torch.device("cpu"),
+        timing=Timing(threads=1, clock="cpu", min_run_time=0.001, rounds=1),
+    )
+    assert cal.row_counts == (2, 8, 32)
+    tables = {p: {point[1] for point in points} for p, points in cal.rows.items()}
+    assert tables == {
+        "gather": {vocab * dim * S},
+        "scatter_add": {GLIBC_MMAP_THRESHOLD_MAX // 2},
+        "sparse_rows": {vocab * dim * S},
+        "sparse_rows_t": {GLIBC_MMAP_THRESHOLD_MAX // 2},
+    }
 
 
 def test_bandwidth_interpolates_log_log_and_clamps() -> None:
@@ -226,7 +319,7 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, Path, str]:
     out = tmp_path_factory.mktemp("bench")
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        code = bench.main([*TINY, *PLOTS, "--out", str(out)])
+        code = bench.main([*TINY, *PLOTS, "--out", str(out), "--json", str(out / "copy.json")])
     return code, out, printed.getvalue()
 
 
@@ -234,7 +327,7 @@ def test_tiny_run_writes_json_with_the_machine(tiny_run: tuple[int, Path, str]) 
     code, out, _ = tiny_run
     assert code == 0
     data = json.loads((out / "bench.json").read_text(encoding="utf-8"))
-    assert data["schema"] == "embedding-equivalence/bench/1"
+    assert data["schema"] == SCHEMA
     assert set(data) == {
         "schema",
         "machine",
@@ -254,6 +347,14 @@ def test_tiny_run_writes_json_with_the_machine(tiny_run: tuple[int, Path, str]) 
     assert data["config"]["vocabs"] == [16, 16384]
     assert data["calibration"]["copy"]
     assert data["calibration"]["gemm"]
+    # Every row primitive, on each (V, D) of the sweep, at N/4, N and 4N rows (--n 64).
+    assert data["calibration"]["row_counts"] == [16, 64, 256]
+    rows = {(p["primitive"], p["row_bytes"]) for p in data["calibration"]["rows"]}
+    assert rows == {(p, 8 * 4) for p in ROW_PRIMITIVES}
+    assert all(p["seconds_per_row"] >= 0 for p in data["calibration"]["rows"])
+    assert data["calibration"]["allocator_warmup_bytes"] > 0
+    pairs = {p["bytes"] for p in data["calibration"]["zero_pair"]}
+    assert pairs == {v * d * 4 for _, v, d in data["config"]["points"]}  # every V x D table
     assert data["model"]["formulas"] == bench.MODEL_FORMULAS
     # 3 points (V=16; V=16384 also the D sweep; N=8), 9 cases each
     assert len(data["results"]) == 27
@@ -338,6 +439,31 @@ def test_tiny_run_prints_the_tables(tiny_run: tuple[int, Path, str]) -> None:
     assert "V sweep at N=64, D=8" in printed
     assert "one-hot/lookup" in printed
     assert "measured/model within 30%" in printed
+    assert "\x1b[" not in printed  # not a terminal: plain text
+
+
+def test_json_path_writes_the_results_beside_the_report(tiny_run: tuple[int, Path, str]) -> None:
+    _, out, printed = tiny_run
+    copy = json.loads((out / "copy.json").read_text(encoding="utf-8"))
+    assert copy == json.loads((out / "bench.json").read_text(encoding="utf-8"))
+    assert str(out / "copy.json") in printed.splitlines()[-1]  # "wrote ..."
+
+
+def test_a_terminal_gets_rich_tables(
+    tiny_run: tuple[int, Path, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class FakeTerminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.delenv("CI", raising=False)
+    _, out, _ = tiny_run
+    sweep = bench.SweepReport.from_json(json.loads((out / "bench.json").read_text("utf-8")))
+    shown = FakeTerminal()
+    _console.print_table(shown, report.headline_table(sweep))
+    assert "V sweep at N=64, D=8" in shown.getvalue()
+    assert "┃" in shown.getvalue()  # rich's table
+    assert "\x1b[" in shown.getvalue()
 
 
 def test_one_hot_that_cannot_fit_is_skipped_with_a_note(
@@ -368,14 +494,42 @@ def test_one_hot_that_cannot_fit_is_skipped_with_a_note(
         assert "skipped" in (tmp_path / "time_vs_vocab.svg").read_text(encoding="utf-8")
 
 
+COMPARE = ["--compare", "--n", "4", "--d", "4", "--vocab", "16,32", "--min-run-time", "0.01"]
+COMPARE += ["--rounds", "1"]
+
+
 def test_compare_mode_still_prints_the_targets(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["--compare", "--n", "4", "--d", "4", "--vocab", "16,32"]
-    code = bench.main([*argv, "--min-run-time", "0.01", "--rounds", "1", "--quiet"])
+    code = bench.main([*COMPARE, "--quiet"])
     printed = capsys.readouterr().out
     assert code == 0
     assert "form/raw" in printed
     assert "(a) lookup_embedding fwd+bwd within 10% of F.embedding" in printed
     assert "(c) sparse_matmul_embedding" in printed
+
+
+def test_compare_bare_json_prints_only_json(capsys: pytest.CaptureFixture[str]) -> None:
+    # Before, a bare --json was a usage error that asked for a PATH.
+    assert cli.main(["bench", *COMPARE, "--json"]) == 0
+    captured = capsys.readouterr()
+    payload = json.loads(captured.out)
+    assert set(payload) == {"machine", "config", "load_after", "measurements", "targets"}
+    assert payload["config"]["vocabs"] == [16, 32]
+    assert re.search(r"^bench \[1/8\] +[\d.]+s  fwd lookup_embedding", captured.err, re.M)
+
+
+def test_sweep_bare_json_prints_the_results_and_writes_the_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--n", "8", "--d", "4", "--vocab", "16", "--dims", "4", "--ns", "8"]
+    argv += ["--base-vocab", "16", "--min-run-time", "0.003", "--no-memory", "--no-plots"]
+    assert bench.main([*argv, "--out", str(tmp_path), "--json"]) == 0
+    captured = capsys.readouterr()
+    payload = json.loads(captured.out)
+    assert payload == json.loads((tmp_path / "bench.json").read_text(encoding="utf-8"))
+    assert payload["schema"] == SCHEMA
+    assert (tmp_path / "bench.csv").exists()
+    assert "calibrated in" in captured.err  # the progress, on stderr
+    assert captured.err.splitlines()[-1].startswith(f"wrote {tmp_path / 'bench.json'}")
 
 
 @pytest.mark.parametrize(
@@ -387,10 +541,9 @@ def test_compare_mode_still_prints_the_targets(capsys: pytest.CaptureFixture[str
         (["--dtype", "float8"], "invalid choice: 'float8'"),
         (["--min-run-time", "-1"], "must be a positive number"),
         (["--device", "tpu"], "not a device name"),
-        (["--json", "x.json"], "--json goes with --compare"),
         (["--frobnicate"], "unrecognized arguments: --frobnicate"),
     ],
-    ids=["vocab-x", "vocab-0", "dims-empty", "dtype", "min-run-time", "device", "json", "unknown"],
+    ids=["vocab-x", "vocab-0", "dims-empty", "dtype", "min-run-time", "device", "unknown"],
 )
 def test_bad_arguments_exit_2_with_one_line(
     argv: list[str], message: str, capsys: pytest.CaptureFixture[str]

@@ -22,31 +22,40 @@ used on CUDA, synchronised). A dense form whose one-hot cannot fit
 ([`check_one_hot_fits`][embedding_equivalence.forms.validation.check_one_hot_fits]) is skipped with
 a note.
 
-**Calibration and the model.** Before the sweep the machine is measured: the copy bandwidth
-``B(x)`` (``dst.copy_(src)``, ``x`` = bytes read + written, for ``x`` on a grid of powers of 4
-that spans the sizes the sweep needs), the zero-fill bandwidth ``Z(x)`` (``torch.zeros`` of ``x``
-bytes: allocation, first touch and memset, as every call pays for a fresh buffer), and the GEMM
+**Calibration and the model.** Before the sweep, glibc's allocator is put in its steady state
+([`settle_allocator`][embedding_equivalence.bench.calibration.settle_allocator]: one block just
+under its 32 MiB mmap ceiling, allocated and freed, so that a buffer's cost no longer depends on
+the cases that ran before it), and the machine is measured on the shapes of the sweep: the cost
+per row of the four row primitives of
+[`ROW_PRIMITIVES`][embedding_equivalence.bench.calibration.ROW_PRIMITIVES] (rows of ``D``
+elements at random positions of each ``(V, D)`` table, timed at ``N/4``, ``N`` and ``4N`` rows
+of the base ``N``: the slope up to ``N``, and the slope beyond it for the rows of a larger
+``N``), the zero-fill bandwidth ``Z(x)`` (``torch.zeros`` of ``x``
+bytes: allocation, first touch and memset, as every call pays for a fresh buffer) and
+``Z2(x)`` (two such buffers, the first alive while the second is zeroed), the GEMM
 throughput ``F`` at each ``(N, D)`` of the sweep (``(N, K) @ (K, D)`` and, for the backward,
-``(N, K).T @ (N, D)``, ``K = min(4096, V)``). Between grid points bandwidths are interpolated
-log-log. With ``s`` the itemsize of the dtype, the model times ([`model_time`][]) are:
+``(N, K).T @ (N, D)``, ``K = min(4096, V)``), the copy bandwidth ``B(x)`` (the stand-in for a
+row primitive a device cannot run), and each form's fixed cost per call ``c`` (its time on one
+id of a ``2 x 1`` table). With ``s`` the itemsize, ``r = D·s`` and ``T = V·D·s``, the model
+times ([`model_time`][]) are ``c`` plus:
 
 =========================  =============================================================
-lookup, fwd                ``2·N·D·s / B``: read ``N`` rows, write ``N`` rows (the roofline
-                           of a gather)
-lookup, fwd+bwd dense      fwd ``+ V·D·s / Z`` (zeroed ``V x D`` gradient)
-                           ``+ 3·N·D·s / B`` (scatter-add: read ``G``, read+write rows)
+lookup, fwd                ``N·gather(r, T)``: ``N`` rows gathered at random positions
+lookup, fwd+bwd dense      fwd ``+ T / Z(T)`` (zeroed gradient) ``+ N·scatter_add(r, T)``
+                           (torch's embedding backward adding the rows into it)
 lookup, fwd+bwd sparse     fwd only: the sparse gradient's values and indices are views of
                            ``G`` and the ids, so no ``N x D`` bytes move
-one-hot matmul, fwd        ``N·V·s / Z`` (build the one-hot) ``+ 2·N·V·D / F_fwd``
+sparse matmul, fwd         ``N·sparse_rows(r, T)`` (``torch.sparse.mm`` per stored one)
+sparse matmul, fwd+bwd     fwd ``+ 2·T / Z2(T)`` (two ``V x D`` buffers it zeroes)
+                           ``+ N·sparse_rows_t(r, T)``
+one-hot matmul, fwd        ``N·V·s / Z(N·V·s)`` (build the one-hot) ``+ 2·N·V·D / F_fwd``
 one-hot matmul, fwd+bwd    fwd ``+ 2·N·V·D / F_bwd`` (``one_hot.T @ G``)
 linear                     as the one-hot matmul
-sparse matmul, fwd         as the lookup (a sparse product with one 1 per row is a gather)
-sparse matmul, fwd+bwd     as the lookup with a dense gradient
 =========================  =============================================================
 
-Each bandwidth is taken at the byte count of its term (``B(2·N·D·s)`` for the gather), so the
-model follows the cache level that a working set of that size lives in. The model has no fixed
-per-call cost (dispatch, validation, autograd), so very small cases run slower than it says.
+A cost per row is interpolated log-log in the table's bytes between the tables measured (so
+the model follows the cache level a table of that size lives in), a bandwidth in the bytes
+of its term.
 
 **Peak memory.** On CUDA: ``torch.cuda.max_memory_allocated`` after
 ``reset_peak_memory_stats``, minus the memory allocated before the call. On the CPU: every case

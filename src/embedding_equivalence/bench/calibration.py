@@ -1,8 +1,11 @@
-"""Calibration: the copy and zero-fill bandwidths, GEMM throughputs and per-call costs.
+"""Calibration: row gathers and scatters, zero-fill and copy bandwidths, GEMMs, per-call costs.
 
 [`calibrate`][] measures this machine at the sizes a sweep needs; the [`Calibration`][]
 it returns is what [`model_time`][embedding_equivalence.bench.model.model_time] reads, and it is
-saved in ``bench.json``. [`gemm_k`][] says at which inner size a one-hot's GEMM is measured.
+saved in ``bench.json``. [`ROW_PRIMITIVES`][] are the per-row operations it times (the random
+row gather of a lookup, the scatter-add of its backward, the rows of a sparse product);
+[`gemm_k`][] says at which inner size a one-hot's GEMM is measured; [`settle_allocator`][]
+puts the C allocator in its steady state before anything is timed.
 """
 
 from __future__ import annotations
@@ -17,14 +20,56 @@ from typing import Any
 import torch
 from torch.utils.benchmark import Timer
 
+from ..forms.matmul import sparse_one_hot
 from ..forms.validation import available_memory_bytes
 from .sweep_forms import SweepForm
 from .timing import MODES, Timing, build_inputs, time_group, timer_fn
 
-__all__ = ["GEMM_A_BYTES", "Calibration", "calibrate", "gemm_k"]
+__all__ = [
+    "GEMM_A_BYTES",
+    "GLIBC_MMAP_THRESHOLD_MAX",
+    "ROW_PRIMITIVES",
+    "Calibration",
+    "calibrate",
+    "gemm_k",
+    "settle_allocator",
+]
+
+#: The per-row operations [`calibrate`][] times, by name: ``(statement, what it is)``. Each is
+#: timed at two numbers of rows ``N`` of ``D`` elements at random positions of a ``(V, D)``
+#: table, with the same ids on every call as the benchmark calls the forms, and its cost per
+#: row is the slope between them: what one more row costs, without the call's fixed cost.
+ROW_PRIMITIVES: dict[str, tuple[str, str]] = {
+    "gather": (
+        "torch.index_select(W, 0, ids, out=out)",
+        "rows copied out of the table: the lookup's forward",
+    ),
+    "scatter_add": (
+        "torch.ops.aten.embedding_dense_backward(G, ids, V, -1, False)",
+        "rows added into a gradient the call has just zero-filled: the lookup's backward "
+        "(twice the cost per row of index_add_, and more where the fresh gradient is not in "
+        "the cache)",
+    ),
+    "sparse_rows": (
+        "torch.sparse.mm(one_hot, W)",
+        "one row added per stored one, into an output the product zeroes twice: the forward "
+        "of the sparse matmul",
+    ),
+    "sparse_rows_t": (
+        "torch.sparse.mm(one_hot.t(), G)",
+        "rows added into a (V, D) result the product has just zeroed twice: the backward of "
+        "the sparse matmul",
+    ),
+}
+#: The primitives that zero a fresh ``(V, D)`` buffer on every call. The slope leaves that
+#: cost out (the model counts it at the zero-fill bandwidth), but on the CPU a buffer over
+#: glibc's mmap threshold takes far longer to zero (a page fault per 4 KiB) than the rows take
+#: to add, and its noise would swamp the slope: there they are timed on a table of at most
+#: half the threshold, whose rows are just as far from the cache once it has been zero-filled.
+_ZEROES_TABLE = frozenset({"scatter_add", "sparse_rows_t"})
 
 
-def _interp_loglog(points: Sequence[tuple[int, float]], x: float) -> float:
+def _interp_loglog(points: Sequence[tuple[float, float]], x: float) -> float:
     """``y(x)`` interpolated linearly in ``log x``/``log y``, constant beyond the ends."""
     if not points:
         raise ValueError("no calibration points")
@@ -48,18 +93,86 @@ class Calibration:
         copy: ``(bytes, bytes/s)`` points: ``dst.copy_(src)`` moving ``bytes`` (read + write).
         zero_fill: ``(bytes, bytes/s)`` points: ``torch.zeros`` of ``bytes`` (allocation, first
             touch of the pages, memset).
+        zero_pair: ``(bytes, bytes/s)`` points: two ``torch.zeros`` of ``bytes`` each, the
+            first alive while the second is made (as torch's sparse product zeroes its result),
+            at the bandwidth of both: two buffers that no longer fit the cache together are
+            zeroed far slower than one.
         gemm: ``(N, K, D, "fwd" | "bwd") -> FLOP/s``: ``(N, K) @ (K, D)`` for ``"fwd"``,
             ``(N, K).T @ (N, D)`` for ``"bwd"``.
         overhead: ``(model, mode) -> seconds``: the time of the form's call on a tiny input
             (one id, two rows, one column), its fixed cost per call.
+        rows: per primitive of [`ROW_PRIMITIVES`][], ``(row bytes, table bytes, seconds per
+            row, seconds per row beyond the base count)`` points: the time one more row costs,
+            rows of ``row bytes`` at random positions of a table of ``table bytes``.
+        row_counts: ``(fewer, base, more)``: the numbers of rows each row primitive was timed
+            with. Its seconds per row are the slope from ``fewer`` to ``base`` rows, so that
+            the fixed cost of the call is not counted per row, and, for the rows beyond
+            ``base``, the slope from ``base`` to ``more`` (once the rows and their output
+            outgrow a cache, each costs more).
+        allocator_warmup_bytes: the block [`settle_allocator`][] allocated and freed before
+            anything was timed (0: none, e.g. on CUDA).
         seconds: how long the calibration took.
     """
 
     copy: list[tuple[int, float]]
     zero_fill: list[tuple[int, float]]
+    zero_pair: list[tuple[int, float]] = field(default_factory=list)
     gemm: dict[tuple[int, int, int, str], float] = field(default_factory=dict)
     overhead: dict[tuple[str, str], float] = field(default_factory=dict)
+    rows: dict[str, list[tuple[int, int, float, float]]] = field(default_factory=dict)
+    row_counts: tuple[int, int, int] = (0, 0, 0)
+    allocator_warmup_bytes: int = 0
     seconds: float = 0.0
+
+    def row_seconds(
+        self, primitive: str, row_bytes: int, table_bytes: int, *, beyond: bool = False
+    ) -> float | None:
+        """Seconds one row of ``primitive`` costs, for rows of a table of ``table_bytes``.
+
+        Among the points measured with ``row_bytes``, interpolated log-log in the table's
+        size (constant beyond the smallest and largest table). For a row size that was not
+        measured, the nearest measured row size (in ratio), scaled by ``row_bytes`` over it.
+
+        Args:
+            primitive: a key of [`ROW_PRIMITIVES`][].
+            row_bytes: bytes of one row, ``D * itemsize``.
+            table_bytes: bytes of the table, ``V * D * itemsize``.
+            beyond: the cost of a row beyond the base count of [`row_counts`][] (else up to
+                it).
+
+        Returns:
+            Seconds per row, or ``None`` if ``primitive`` was not calibrated.
+        """
+        points = self.rows.get(primitive)
+        if not points:
+            return None
+        near = min({p[0] for p in points}, key=lambda r: abs(math.log(r / row_bytes)))
+        curve = [(float(t), above if beyond else sec) for r, t, sec, above in points if r == near]
+        return _interp_loglog(curve, table_bytes) * row_bytes / near
+
+    def rows_seconds(
+        self, primitive: str, count: int, row_bytes: int, table_bytes: int
+    ) -> float | None:
+        """Seconds ``count`` rows of ``primitive`` cost, its fixed cost per call left out.
+
+        Up to the base count of [`row_counts`][], each row at [`row_seconds`][]; beyond it,
+        each further row at its cost beyond the base.
+
+        Args:
+            primitive: a key of [`ROW_PRIMITIVES`][].
+            count: the number of rows, ``N``.
+            row_bytes: bytes of one row, ``D * itemsize``.
+            table_bytes: bytes of the table, ``V * D * itemsize``.
+
+        Returns:
+            Seconds, or ``None`` if ``primitive`` was not calibrated.
+        """
+        per_row = self.row_seconds(primitive, row_bytes, table_bytes)
+        if per_row is None:
+            return None
+        base = self.row_counts[1] or count
+        beyond = self.row_seconds(primitive, row_bytes, table_bytes, beyond=True) or per_row
+        return min(count, base) * per_row + max(0, count - base) * beyond
 
     def copy_bandwidth(self, nbytes: float) -> float:
         """Copy bandwidth in bytes/s for a copy that moves ``nbytes`` (interpolated log-log).
@@ -82,6 +195,22 @@ class Calibration:
             Bytes per second.
         """
         return _interp_loglog(self.zero_fill, nbytes)
+
+    def zero_pair_bandwidth(self, nbytes: float) -> float:
+        """Bandwidth in bytes/s of zeroing two fresh buffers of ``nbytes`` each, one by one.
+
+        Falls back to [`zero_fill_bandwidth`][] where no pair was measured (a calibration from
+        before pairs were).
+
+        Args:
+            nbytes: size of each buffer.
+
+        Returns:
+            Bytes per second, over both buffers.
+        """
+        if not self.zero_pair:
+            return self.zero_fill_bandwidth(nbytes)
+        return _interp_loglog(self.zero_pair, nbytes)
 
     def gemm_flops(self, num_ids: int, k: int, dim: int, which: str) -> float:
         """GEMM throughput in FLOP/s at ``(N, K, D)``, or at the nearest calibrated shape.
@@ -125,13 +254,18 @@ class Calibration:
         """The calibration as JSON-ready data.
 
         Returns:
-            Keys ``copy`` and ``zero_fill`` (lists of ``{"bytes", "bytes_per_s"}``), ``gemm``
+            Keys ``copy``, ``zero_fill`` and ``zero_pair`` (lists of ``{"bytes",
+            "bytes_per_s"}``), ``gemm``
             (list of ``{"num_ids", "k", "dim", "shape", "flops_per_s"}``), ``overhead`` (list
-            of ``{"model", "mode", "seconds"}``) and ``seconds``.
+            of ``{"model", "mode", "seconds"}``), ``rows`` (list of ``{"primitive",
+            "row_bytes", "table_bytes", "seconds_per_row", "seconds_per_row_beyond"}``),
+            ``row_counts``,
+            ``allocator_warmup_bytes`` and ``seconds``.
         """
         return {
             "copy": [{"bytes": b, "bytes_per_s": bw} for b, bw in self.copy],
             "zero_fill": [{"bytes": b, "bytes_per_s": bw} for b, bw in self.zero_fill],
+            "zero_pair": [{"bytes": b, "bytes_per_s": bw} for b, bw in self.zero_pair],
             "gemm": [
                 {"num_ids": n, "k": k, "dim": d, "shape": w, "flops_per_s": f}
                 for (n, k, d, w), f in sorted(self.gemm.items())
@@ -139,6 +273,19 @@ class Calibration:
             "overhead": [
                 {"model": m, "mode": mode, "seconds": t} for (m, mode), t in self.overhead.items()
             ],
+            "rows": [
+                {
+                    "primitive": p,
+                    "row_bytes": r,
+                    "table_bytes": t,
+                    "seconds_per_row": sec,
+                    "seconds_per_row_beyond": above,
+                }
+                for p, points in self.rows.items()
+                for r, t, sec, above in points
+            ],
+            "row_counts": list(self.row_counts),
+            "allocator_warmup_bytes": self.allocator_warmup_bytes,
             "seconds": round(self.seconds, 3),
         }
 
@@ -147,14 +294,31 @@ class Calibration:
         """Rebuild a calibration from [`to_json`][]'s output.
 
         Args:
-            data: as returned by [`to_json`][].
+            data: as returned by [`to_json`][] (a file of the first schema, without
+                ``zero_pair``, ``rows``, ``row_counts`` and ``allocator_warmup_bytes``, reads
+                as having none).
 
         Returns:
             The [`Calibration`][].
         """
+        rows: dict[str, list[tuple[int, int, float, float]]] = {}
+        for p in data.get("rows", []):
+            sec = float(p["seconds_per_row"])
+            rows.setdefault(str(p["primitive"]), []).append(
+                (
+                    int(p["row_bytes"]),
+                    int(p["table_bytes"]),
+                    sec,
+                    float(p.get("seconds_per_row_beyond", sec)),
+                )
+            )
+        fewer, base, more = data.get("row_counts", (0, 0, 0))
         return cls(
             copy=[(int(p["bytes"]), float(p["bytes_per_s"])) for p in data["copy"]],
             zero_fill=[(int(p["bytes"]), float(p["bytes_per_s"])) for p in data["zero_fill"]],
+            zero_pair=[
+                (int(p["bytes"]), float(p["bytes_per_s"])) for p in data.get("zero_pair", [])
+            ],
             gemm={
                 (int(g["num_ids"]), int(g["k"]), int(g["dim"]), str(g["shape"])): float(
                     g["flops_per_s"]
@@ -164,6 +328,9 @@ class Calibration:
             overhead={
                 (str(o["model"]), str(o["mode"])): float(o["seconds"]) for o in data["overhead"]
             },
+            rows=rows,
+            row_counts=(int(fewer), int(base), int(more)),
+            allocator_warmup_bytes=int(data.get("allocator_warmup_bytes", 0)),
             seconds=float(data.get("seconds", 0.0)),
         )
 
@@ -188,10 +355,93 @@ def gemm_k(num_ids: int, vocab: int, itemsize: int) -> int:
     return min(vocab, max(4096, -(-GEMM_A_BYTES // (num_ids * itemsize))))
 
 
+#: glibc's malloc serves a request below its *mmap threshold* from the heap it keeps (pages
+#: already faulted in) and maps fresh memory for a larger one (every page faulted in again on
+#: each call). The threshold starts at 128 KiB and rises to the size of each larger block that
+#: is freed, up to this ceiling (``DEFAULT_MMAP_THRESHOLD_MAX`` on 64-bit Linux).
+GLIBC_MMAP_THRESHOLD_MAX = 32 * 2**20
+
+
+def settle_allocator(device: torch.device) -> int:
+    """Put glibc's malloc in the steady state a long-running process reaches, before timing.
+
+    Allocates and frees one block just under [`GLIBC_MMAP_THRESHOLD_MAX`][], which raises
+    the mmap threshold to its ceiling at once. Without it, whether a buffer of a few MiB comes
+    from the heap or from fresh pages (which cost a page fault each, often more than the work
+    on them) depends on which calls ran before: the same case can time 10x apart within one
+    run. After it, buffers under 32 MiB are reused and larger ones are always fresh, for every
+    case and for the calibration alike. Harmless under another allocator; nothing on CUDA.
+
+    Args:
+        device: where the cases run.
+
+    Returns:
+        The bytes allocated and freed (0 on a device other than the CPU).
+    """
+    if device.type != "cpu":
+        return 0
+    nbytes = GLIBC_MMAP_THRESHOLD_MAX - 4 * 4096  # its block, header and page rounding included
+    block = torch.empty(nbytes, dtype=torch.uint8)
+    del block
+    return nbytes
+
+
 def _median_seconds(stmt: str, env: dict[str, Any], timing: Timing, device: torch.device) -> float:
     clock = timer_fn(timing.clock, device)
     timer = Timer(stmt=stmt, globals=env, num_threads=timing.threads, timer=clock)
     return max(timer.blocked_autorange(min_run_time=timing.min_run_time).median, 1e-12)
+
+
+def _zero_pair(numel: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """Zero two buffers, the first alive while the second is made, as ``torch.sparse.mm`` does."""
+    first = torch.zeros(numel, dtype=dtype, device=device)
+    second = torch.zeros(numel, dtype=dtype, device=device)
+    del first
+    return second
+
+
+def _row_case(
+    primitive: str, table: torch.Tensor, count: int, gen: torch.Generator
+) -> dict[str, Any]:
+    """The globals that time ``primitive`` on ``count`` rows of ``table``."""
+    vocab, dim = table.shape
+    ids = torch.randint(0, vocab, (count,), generator=gen).to(table.device)
+    rows = torch.ones(count, dim, dtype=table.dtype, device=table.device)
+    one_hot = sparse_one_hot(ids, vocab, table.dtype)
+    return {
+        "torch": torch,
+        "W": table,
+        "ids": ids,
+        "out": rows,
+        "G": rows,
+        "V": vocab,
+        "one_hot": one_hot,
+    }
+
+
+def _row_seconds(
+    primitive: str,
+    table: torch.Tensor,
+    counts: tuple[int, int, int],
+    timing: Timing,
+    gen: torch.Generator,
+) -> tuple[float, float]:
+    """Seconds per row of ``primitive``: the slopes of its time up to and beyond the base."""
+    stmt = ROW_PRIMITIVES[primitive][0]
+    times = [
+        _median_seconds(stmt, _row_case(primitive, table, count, gen), timing, table.device)
+        for count in counts
+    ]
+    slopes = []
+    for (n0, t0), (n1, t1) in itertools.pairwise(zip(counts, times, strict=True)):
+        slope = (t1 - t0) / (n1 - n0) if n1 > n0 else 0.0
+        if slope <= 0:
+            # Noise made the slope vanish: the rows cost less than the noise of the fixed
+            # part. Without a large fixed part, the time per row of the larger count (fixed
+            # cost included) bounds them; with one (a zeroed table), they count as free.
+            slope = 0.0 if primitive in _ZEROES_TABLE else t1 / n1
+        slopes.append(slope)
+    return slopes[0], slopes[1]
 
 
 def calibrate(
@@ -199,23 +449,32 @@ def calibrate(
     copy_sizes: Iterable[int],
     zero_sizes: Iterable[int],
     gemm_shapes: Iterable[tuple[int, int, int]],
+    pair_sizes: Iterable[int] = (),
+    row_shapes: Iterable[tuple[int, int]] = (),
+    rows: int = 1,
     forms: Sequence[SweepForm] = (),
     dtype: torch.dtype,
     device: torch.device,
     timing: Timing,
     progress: Callable[[str], None] | None = None,
 ) -> Calibration:
-    """Measure the bandwidths, GEMM throughputs and per-call costs that the model needs.
+    """Measure the bandwidths, per-row costs, GEMM throughputs and per-call costs of the model.
 
-    Each is measured at exactly the size the model asks about (sizes above a quarter of the
-    available memory are skipped; the model then uses the largest measured), with
-    ``torch.utils.benchmark.Timer.blocked_autorange`` under the same threads and clock as
-    the cases.
+    First [`settle_allocator`][]. Then each quantity is measured at exactly the size the model
+    asks about (sizes above a quarter of the available memory are skipped; the model then uses
+    the largest measured), with ``torch.utils.benchmark.Timer.blocked_autorange`` under the same
+    threads and clock as the cases.
 
     Args:
         copy_sizes: bytes moved (read + written) at which to time ``dst.copy_(src)``.
         zero_sizes: buffer sizes in bytes at which to time ``torch.zeros``.
+        pair_sizes: buffer sizes in bytes at which to time two ``torch.zeros``, the first
+            alive while the second is made.
         gemm_shapes: ``(N, K, D)`` triples: time ``(N, K) @ (K, D)`` and ``(N, K).T @ (N, D)``.
+        row_shapes: ``(V, D)`` tables on which to time every primitive of
+            [`ROW_PRIMITIVES`][], each at ``rows // 4``, ``rows`` and ``4 * rows`` rows (on
+            the CPU, a primitive that zeroes its table on a table of at most 16 MiB).
+        rows: the base number of rows of the row primitives (a sweep passes its base ``N``).
         forms: time each of these forms on a tiny input (its fixed cost per call), in each of
             its modes.
         dtype: dtype of the buffers and matrices.
@@ -228,6 +487,7 @@ def calibrate(
         The [`Calibration`][].
     """
     start = time.perf_counter()
+    warmup = settle_allocator(device)
     itemsize = dtype.itemsize
     available = available_memory_bytes(device)
     cap = None if available is None else available // 4
@@ -256,8 +516,42 @@ def calibrate(
         env = {"torch": torch, "n": elems, "dtype": dtype, "device": device}
         t = _median_seconds("torch.zeros(n, dtype=dtype, device=device)", env, timing, device)
         zero.append((elems * itemsize, elems * itemsize / t))
-    gemm: dict[tuple[int, int, int, str], float] = {}
+    pairs: list[tuple[int, float]] = []
+    pair_sizes = sorted({max(itemsize, s) for s in pair_sizes if fits(2 * s)})
+    if pair_sizes and progress is not None:
+        progress(f"calibrating the zero fill of two buffers at {len(pair_sizes)} sizes")
+    for nbytes in pair_sizes:
+        elems = max(1, nbytes // itemsize)
+        env = {"pair": _zero_pair, "n": elems, "dtype": dtype, "device": device}
+        t = _median_seconds("pair(n, dtype, device)", env, timing, device)
+        pairs.append((elems * itemsize, 2 * elems * itemsize / t))
     gen = torch.Generator().manual_seed(0)
+    counts = (max(1, rows // 4), max(1, rows), 4 * max(1, rows))
+    row_costs: dict[str, list[tuple[int, int, float, float]]] = {}
+    zeroed_cap = GLIBC_MMAP_THRESHOLD_MAX // 2 if device.type == "cpu" else None
+    for vocab, dim in sorted(set(row_shapes)):
+        if not fits(vocab * dim * itemsize):
+            continue
+        if progress is not None:
+            progress(f"calibrating row gather and scatter costs on a {vocab} x {dim} table")
+        for primitive in ROW_PRIMITIVES:
+            rows_of = vocab
+            if zeroed_cap is not None and primitive in _ZEROES_TABLE:
+                rows_of = max(1, min(vocab, zeroed_cap // (dim * itemsize)))
+            measured = {(p[0], p[1]) for p in row_costs.get(primitive, [])}
+            if (dim * itemsize, rows_of * dim * itemsize) in measured:
+                continue  # a capped table already timed for another V
+            table = torch.ones(rows_of, dim, dtype=dtype, device=device)
+            try:
+                per_row, beyond = _row_seconds(primitive, table, counts, timing, gen)
+            except (RuntimeError, NotImplementedError):  # e.g. a sparse product a device lacks
+                continue
+            finally:
+                del table
+            row_costs.setdefault(primitive, []).append(
+                (dim * itemsize, rows_of * dim * itemsize, per_row, beyond)
+            )
+    gemm: dict[tuple[int, int, int, str], float] = {}
     for n, k, d in dict.fromkeys(gemm_shapes):
         if progress is not None:
             progress(f"calibrating GEMM throughput at N={n}, K={k}, D={d}")
@@ -282,4 +576,14 @@ def calibrate(
             for f, m in zip(members, measured, strict=True):
                 if m.median_ms is not None:
                     overhead[(f.model, mode)] = m.median_ms / 1e3
-    return Calibration(copy, zero, gemm, overhead, time.perf_counter() - start)
+    return Calibration(
+        copy,
+        zero,
+        pairs,
+        gemm,
+        overhead,
+        rows=row_costs,
+        row_counts=counts if row_costs else (0, 0, 0),
+        allocator_warmup_bytes=warmup,
+        seconds=time.perf_counter() - start,
+    )

@@ -2,29 +2,37 @@
 
 ``embedding-equivalence bench ARGS`` and ``python -m embedding_equivalence.bench ARGS`` both
 call [`main`][]. A bad command line raises [`UsageError`][embedding_equivalence._usage.UsageError]
-inside and ends as one line on stderr with exit status 2.
+inside and ends as one line on stderr with exit status 2. The report goes to stdout and the
+progress to stderr, through [`_console`][embedding_equivalence._console]; a bare ``--json``
+puts the results as JSON alone on stdout.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TextIO
 
 import torch
 
+from .._console import Progress, print_table, write_json
 from .._usage import UsageError, int_at_least
-from .compare import evaluate_targets, format_table, format_targets, run_benchmark
+from .compare import (
+    IMPLEMENTATIONS,
+    evaluate_targets,
+    format_table,
+    format_targets,
+    run_benchmark,
+)
 from .machine import format_machine, load_average, machine_info
 from .plots import require_matplotlib
-from .report import format_calibration, format_headline, format_sweep_table, write_outputs
+from .report import format_calibration, headline_table, ratio_summary, sweep_table, write_outputs
 from .sweep import SweepSizes, run_sweep
-from .timing import CLOCKS, DTYPES, Clock, Timing, dtype_name
+from .timing import CLOCKS, DTYPES, MODES, Clock, Timing, dtype_name
 
 __all__ = ["main"]
 
@@ -92,7 +100,9 @@ def _parser() -> argparse.ArgumentParser:
             "Time and peak memory of the lookup, the dense one-hot matmul, the linear layer and "
             "the sparse matmul, forward and forward+backward, over sweeps of V, D and N, beside "
             "a roofline model calibrated on this machine; writes JSON, CSV and plots. "
-            "--compare instead times each form beside the raw torch call it wraps."
+            "--compare instead times each form beside the raw torch call it wraps. The report "
+            "goes to stdout, the progress to stderr: a progress bar and tables on a terminal, "
+            "plain lines elsewhere or when the environment variable CI is set."
         ),
     )
     p.add_argument(
@@ -175,9 +185,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory measurements")
     p.add_argument("--no-plots", action="store_true", help="skip the plots (no matplotlib)")
     p.add_argument(
-        "--json", metavar="PATH", default=None, help="--compare: write the measurements here"
+        "--json",
+        nargs="?",
+        const="-",
+        metavar="PATH",
+        help="the results as JSON (the sweep: bench.json's content; --compare: the machine, "
+        "the settings, the measurements and the targets): alone on stdout, with the sweep's "
+        "files still written to DIR; or written to PATH (- is stdout) beside the printed report",
     )
-    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     return p
 
 
@@ -195,7 +211,7 @@ def _resolve_device(name: str) -> torch.device:
     return device
 
 
-def _compare_main(args: argparse.Namespace, device: torch.device) -> int:
+def _compare_main(args: argparse.Namespace, device: torch.device, out: TextIO, err: TextIO) -> int:
     quick: bool = args.quick
     num_ids: int = args.n if args.n is not None else (int(QUICK["n"]) if quick else 2048)
     dim: int = args.d if args.d is not None else (int(QUICK["d"]) if quick else 768)
@@ -212,31 +228,34 @@ def _compare_main(args: argparse.Namespace, device: torch.device) -> int:
     torch.set_num_threads(threads)
 
     info = machine_info(torch.get_num_threads(), dtype, device, clock)
-    print(format_machine(info))
-    print(
-        f"N={num_ids} ids, D={dim}, V in {vocabs}, seed {args.seed}; median ms of "
-        f"torch.utils.benchmark.Timer.blocked_autorange ({clock} clock), {rounds} interleaved "
-        f"rounds of min_run_time={min_run_time / rounds:.3g} s per implementation"
-    )
-    progress = None if args.quiet else (lambda s: print(f"  timing {s}", file=sys.stderr))
-    measurements = run_benchmark(
-        num_ids=num_ids,
-        dim=dim,
-        vocabs=vocabs,
-        dtype=dtype,
-        seed=args.seed,
-        timing=Timing(threads, clock, min_run_time, rounds),
-        progress=progress,
-        device=device,
-    )
-    print()
-    print(format_table(measurements))
-    print()
+    printed = args.json != "-"  # the printed report, unless stdout holds the JSON alone
+    if printed:
+        out.write(
+            f"{format_machine(info)}\n"
+            f"N={num_ids} ids, D={dim}, V in {vocabs}, seed {args.seed}; median ms of "
+            f"torch.utils.benchmark.Timer.blocked_autorange ({clock} clock), {rounds} "
+            f"interleaved rounds of min_run_time={min_run_time / rounds:.3g} s per "
+            "implementation\n"
+        )
+        out.flush()
+    groups = len({i.form for i in IMPLEMENTATIONS}) * len(MODES)
+    with Progress("bench", groups, err, enabled=not args.quiet) as progress:
+        measurements = run_benchmark(
+            num_ids=num_ids,
+            dim=dim,
+            vocabs=vocabs,
+            dtype=dtype,
+            seed=args.seed,
+            timing=Timing(threads, clock, min_run_time, rounds),
+            progress=progress.step,
+            device=device,
+        )
     targets = evaluate_targets(measurements)
-    print(format_targets(targets))
     load_after = load_average()
-    print(f"load average after the run: {load_after}")
-    if args.json:
+    if printed:
+        out.write(f"\n{format_table(measurements)}\n\n{format_targets(targets)}\n")
+        out.write(f"load average after the run: {load_after}\n")
+    if args.json is not None:
         payload = {
             "machine": info,
             "config": {
@@ -254,18 +273,14 @@ def _compare_main(args: argparse.Namespace, device: torch.device) -> int:
             "measurements": [asdict(m) for m in measurements],
             "targets": [asdict(t) for t in targets],
         }
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(payload, f, indent=2)
-            f.write("\n")
+        write_json(payload, args.json, out)
     return 0
 
 
-def _sweep_main(args: argparse.Namespace, device: torch.device) -> int:
-    if args.json:
-        raise UsageError("--json goes with --compare; the sweep writes DIR/bench.json (--out DIR)")
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out: {str(out)!r} exists and is not a folder")
+def _sweep_main(args: argparse.Namespace, device: torch.device, out: TextIO, err: TextIO) -> int:
+    folder = Path(args.out)
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"--out: {str(folder)!r} exists and is not a folder")
     plots = not args.no_plots
     if plots:
         require_matplotlib()
@@ -298,18 +313,31 @@ def _sweep_main(args: argparse.Namespace, device: torch.device) -> int:
         progress=not args.quiet,
     )
     report.config["quick"] = args.quick
-    print(format_machine(report.machine) + f" | clock: {report.config['clock']}")
-    print(format_calibration(report.calibration))
-    print()
-    print(format_headline(report))
-    print()
-    print(format_sweep_table(report))
+    if args.json == "-":  # stdout holds the JSON alone; the note goes with the progress
+        paths = write_outputs(report, folder, plots=plots)
+        write_json(report.to_json(), "-", out)
+        if not args.quiet:
+            err.write(_wrote(paths, report.seconds) + "\n")
+        return 0
+    out.write(f"{format_machine(report.machine)} | clock: {report.config['clock']}\n")
+    out.write(f"{format_calibration(report.calibration)}\n\n")
+    print_table(out, headline_table(report))
+    out.write("\n")
+    print_table(out, sweep_table(report))
+    out.write(f"\n{ratio_summary(report)}\n")
     if report.notes:
-        print("\nnotes:")
-        print("\n".join(f"  {note}" for note in report.notes))
-    paths = write_outputs(report, out, plots=plots)
-    print(f"\nwrote {', '.join(str(p) for p in paths)} ({report.seconds:.0f} s)")
+        out.write("\nnotes:\n")
+        out.write("".join(f"  {note}\n" for note in report.notes))
+    paths = write_outputs(report, folder, plots=plots)
+    if args.json is not None:
+        write_json(report.to_json(), args.json, out)
+        paths.append(Path(args.json))
+    out.write(f"\n{_wrote(paths, report.seconds)}\n")
     return 0
+
+
+def _wrote(paths: Sequence[Path], seconds: float) -> str:
+    return f"wrote {', '.join(str(p) for p in paths)} ({seconds:.0f} s)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -328,8 +356,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _parser().parse_args(args_list)
         device = _resolve_device(args.device)
         if args.compare:
-            return _compare_main(args, device)
-        return _sweep_main(args, device)
+            return _compare_main(args, device, sys.stdout, sys.stderr)
+        return _sweep_main(args, device, sys.stdout, sys.stderr)
     except UsageError as exc:
         sys.stderr.write(f"{_PROG}: error: {exc}\n")
         return 2

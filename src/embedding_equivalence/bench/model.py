@@ -17,19 +17,26 @@ from .timing import MODES, Mode
 
 __all__ = ["MODEL_FORMULAS", "ModelTime", "analytic_memory_bytes", "model_time"]
 
-_GATHER = "2*N*D*s / B(2*N*D*s)"
-_DENSE_GRAD = " + V*D*s / Z(V*D*s) + 3*N*D*s / B(3*N*D*s)"
+_GATHER = "N*gather(D*s, V*D*s)"
+_DENSE_GRAD = " + V*D*s / Z(V*D*s) + N*scatter_add(D*s, V*D*s)"
+_SPARSE = "N*sparse_rows(D*s, V*D*s)"
+_SPARSE_BWD = " + 2*V*D*s / Z2(V*D*s) + N*sparse_rows_t(D*s, V*D*s)"
 _ONE_HOT = "N*V*s / Z(N*V*s) + 2*N*V*D / F_fwd(N, D)"
 _ONE_HOT_BWD = " + 2*N*V*D / F_bwd(N, D)"
 
-#: The model of each form and mode, as text (``s``: itemsize; ``B``, ``Z``: copy and zero-fill
-#: bandwidth at that many bytes; ``F``: GEMM throughput at ``(N, D)``). See [`model_time`][].
+#: The model of each form and mode, as text, without the form's fixed cost per call ``c``
+#: which every model adds (``s``: itemsize; ``gather``, ``scatter_add``, ``sparse_rows``,
+#: ``sparse_rows_t``: seconds per row of that primitive of
+#: [`ROW_PRIMITIVES`][embedding_equivalence.bench.calibration.ROW_PRIMITIVES], for rows of
+#: ``D*s`` bytes of a ``V*D*s``-byte table; ``Z``: zero-fill bandwidth at that many bytes,
+#: ``Z2`` of two such buffers zeroed one after the other;
+#: ``F``: GEMM throughput at ``(N, D)``). See [`model_time`][].
 MODEL_FORMULAS: dict[str, dict[str, str]] = {
     "lookup": {"fwd": _GATHER, "fwd+bwd": _GATHER + _DENSE_GRAD},
     "lookup_sparse_grad": {"fwd": _GATHER, "fwd+bwd": _GATHER},
     "one_hot": {"fwd": _ONE_HOT, "fwd+bwd": _ONE_HOT + _ONE_HOT_BWD},
     "linear": {"fwd": _ONE_HOT, "fwd+bwd": _ONE_HOT + _ONE_HOT_BWD},
-    "sparse_mm": {"fwd": _GATHER, "fwd+bwd": _GATHER + _DENSE_GRAD},
+    "sparse_mm": {"fwd": _SPARSE, "fwd+bwd": _SPARSE + _SPARSE_BWD},
 }
 
 
@@ -42,7 +49,7 @@ class ModelTime:
         roofline: the bandwidth and throughput terms alone.
         overhead: the fixed cost per call of the form (see [`Calibration`][]).
         terms: ``(description, seconds)`` per term, e.g.
-            ``("gather 2.0 MiB at 21.3 GB/s", 9.8e-05)``.
+            ``("gather 1024 rows at 24.5 ns", 2.5e-05)``.
     """
 
     seconds: float
@@ -51,7 +58,7 @@ class ModelTime:
     terms: tuple[tuple[str, float], ...]
 
     def describe(self) -> str:
-        """The terms as one line, e.g. ``"gather 2.0 MiB at 21.3 GB/s: 0.098 ms"``.
+        """The terms as one line, e.g. ``"gather 1024 rows at 24.5 ns: 0.0251 ms"``.
 
         Returns:
             The terms joined by ``" + "``.
@@ -70,17 +77,28 @@ def model_time(
 ) -> ModelTime:
     """The model time of one case: the form's fixed cost per call plus its roofline.
 
-    Memory-bound terms are ``bytes / bandwidth`` with the bandwidth measured at that byte count;
-    compute-bound terms are ``FLOP / throughput``. With ``s = itemsize`` (formulas in
-    [`MODEL_FORMULAS`][]):
+    With ``s = itemsize``, rows of ``r = D·s`` bytes and a table of ``T = V·D·s`` bytes
+    (formulas in [`MODEL_FORMULAS`][]), the terms are:
 
-    - gather (lookup and sparse matmul forward): ``2·N·D·s`` bytes at the copy bandwidth;
-    - dense gradient (backward of the lookup and the sparse matmul): a zeroed ``V·D·s`` buffer
-      at the zero-fill bandwidth, plus a scatter-add of ``3·N·D·s`` bytes at the copy bandwidth;
+    - lookup forward: ``N`` rows gathered at random positions of the table, at the measured
+      seconds per row ``gather(r, T)``, which follows the row's size and where in the cache
+      hierarchy a table of ``T`` bytes lives (rows beyond the calibration's base count at the
+      cost measured beyond it, see
+      [`rows_seconds`][embedding_equivalence.bench.calibration.Calibration.rows_seconds]);
+    - dense gradient (lookup backward): a zeroed ``T``-byte buffer at the zero-fill bandwidth,
+      plus ``N`` rows added into it at ``scatter_add(r, T)`` per row;
     - sparse gradient: nothing (its values and indices are views of ``G`` and of the ids);
+    - sparse matmul forward: one row per stored one at ``sparse_rows(r, T)`` (torch's
+      sparse-dense product, which also zeroes its ``N x D`` output twice); its backward,
+      ``one_hot.T @ G``, zeroes two ``V x D`` buffers (``2·T`` bytes at the bandwidth of such
+      a pair, ``Z2(T)``) and adds ``N`` rows into one at ``sparse_rows_t(r, T)``;
     - one-hot matmul and linear: building the one-hot, ``N·V·s`` bytes at the zero-fill
       bandwidth, plus ``2·N·V·D`` FLOP at the forward GEMM throughput, plus as many at the
       backward GEMM throughput for forward+backward (both measured at ``K = gemm_k(N, V, s)``).
+
+    A row primitive missing from the calibration (a device without a sparse ``addmm_``, or a
+    calibration from before they were measured) is counted as a copy of its rows, ``2·N·r``
+    bytes at the copy bandwidth.
 
     Args:
         model: a key of [`MODEL_FORMULAS`][].
@@ -89,7 +107,7 @@ def model_time(
         vocab: ``V``, the rows of the weight.
         dim: ``D``, the columns of the weight.
         itemsize: ``s``, bytes per element of the weight's dtype.
-        calibration: the measured bandwidths, throughputs and per-call costs.
+        calibration: the measured bandwidths, per-row costs, throughputs and per-call costs.
 
     Returns:
         The [`ModelTime`][].
@@ -102,11 +120,19 @@ def model_time(
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
     n, v, d, s = num_ids, vocab, dim, itemsize
+    row, table = d * s, v * d * s
     terms: list[tuple[str, float]] = []
 
     def memory(what: str, nbytes: int, bandwidth: Callable[[float], float]) -> None:
         bw = bandwidth(nbytes)
         terms.append((f"{what} {format_bytes(nbytes)} at {bw / 1e9:.3g} GB/s", nbytes / bw))
+
+    def rows(what: str, primitive: str) -> None:
+        seconds = calibration.rows_seconds(primitive, n, row, table)
+        if seconds is None:
+            memory(f"{what} (as a copy)", 2 * n * row, calibration.copy_bandwidth)
+        else:
+            terms.append((f"{what} {n} rows at {seconds / n * 1e9:.3g} ns", seconds))
 
     def gemm(what: str, which: str) -> None:
         rate = calibration.gemm_flops(n, gemm_k(n, v, s), d, which)
@@ -118,11 +144,16 @@ def model_time(
         gemm("GEMM", "fwd")
         if mode == "fwd+bwd":
             gemm("GEMM one_hot.T @ G", "bwd")
+    elif model == "sparse_mm":
+        rows("sparse rows", "sparse_rows")
+        if mode == "fwd+bwd":
+            memory("zero grad x2", 2 * table, lambda _: calibration.zero_pair_bandwidth(table))
+            rows("sparse rows into grad", "sparse_rows_t")
     else:
-        memory("gather", 2 * n * d * s, calibration.copy_bandwidth)
-        if mode == "fwd+bwd" and model != "lookup_sparse_grad":
-            memory("zero grad", v * d * s, calibration.zero_fill_bandwidth)
-            memory("scatter-add", 3 * n * d * s, calibration.copy_bandwidth)
+        rows("gather", "gather")
+        if mode == "fwd+bwd" and model == "lookup":
+            memory("zero grad", table, calibration.zero_fill_bandwidth)
+            rows("scatter-add", "scatter_add")
     roofline = sum(t for _, t in terms)
     overhead = calibration.call_overhead(model, mode)
     if overhead:

@@ -1,8 +1,9 @@
 """Reporting a sweep: the printed tables, and the files ``bench.json`` and ``bench.csv``.
 
 [`format_calibration`][], [`format_headline`][] and [`format_sweep_table`][] are the text
-the ``bench`` command prints; [`write_outputs`][] writes the result files and the plots
-([`plots`][embedding_equivalence.bench.plots]).
+of the ``bench`` command; it prints [`headline_table`][] and [`sweep_table`][] as rich tables
+on a terminal (see [`_console`][embedding_equivalence._console]). [`write_outputs`][] writes
+the result files and the plots ([`plots`][embedding_equivalence.bench.plots]).
 """
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ import csv
 import json
 import statistics
 import textwrap
-from collections.abc import Iterable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
+from .._console import Table
 from ..forms.validation import format_bytes
 from .calibration import Calibration
 from .plots import write_plots
@@ -25,6 +26,9 @@ __all__ = [
     "format_calibration",
     "format_headline",
     "format_sweep_table",
+    "headline_table",
+    "ratio_summary",
+    "sweep_table",
     "write_outputs",
 ]
 
@@ -40,22 +44,6 @@ def _num(x: float | None, fmt: str = ".3g") -> str:
     return "-" if x is None else format(x, fmt)
 
 
-def _render(header: Sequence[str], rows: Sequence[Sequence[str]], left: Iterable[int]) -> list[str]:
-    """Lines of a table; the columns in ``left`` are left-aligned; a row ``[]`` is blank."""
-    left = set(left)
-    widths = [max(len(h), *(len(r[i]) for r in rows if r)) for i, h in enumerate(header)]
-
-    def line(cells: Sequence[str]) -> str:
-        return "  ".join(
-            c.ljust(w) if i in left else c.rjust(w)
-            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        ).rstrip()
-
-    out = [line(header), "  ".join("-" * w for w in widths)]
-    out += [line(r) if r else "" for r in rows]
-    return out
-
-
 def format_calibration(cal: Calibration) -> str:
     """Format the calibration in a few lines.
 
@@ -67,12 +55,28 @@ def format_calibration(cal: Calibration) -> str:
     """
     copy = ", ".join(f"{format_bytes(b)}: {bw / 1e9:.1f}" for b, bw in cal.copy)
     zero = ", ".join(f"{format_bytes(b)}: {bw / 1e9:.1f}" for b, bw in cal.zero_fill)
+    pair = ", ".join(f"{format_bytes(b)}: {bw / 1e9:.1f}" for b, bw in cal.zero_pair)
     wrap = {"width": 100, "subsequent_indent": "    "}
     lines = [
         f"calibration ({cal.seconds:.1f} s):",
         textwrap.fill(f"  copy bandwidth GB/s at bytes moved: {copy}", **wrap),
         textwrap.fill(f"  zero-fill bandwidth GB/s at buffer size: {zero}", **wrap),
     ]
+    if pair:
+        lines.append(textwrap.fill(f"  zero-fill GB/s of two buffers of each size: {pair}", **wrap))
+    if cal.allocator_warmup_bytes:
+        lines.append(f"  allocator settled by one {format_bytes(cal.allocator_warmup_bytes)} block")
+    for primitive, points in cal.rows.items():
+        costs = ", ".join(
+            f"{format_bytes(r)} of {format_bytes(t)}: {sec * 1e9:.3g} ({above * 1e9:.3g})"
+            for r, t, sec, above in points
+        )
+        lines.append(
+            textwrap.fill(
+                f"  {primitive} ns per row (beyond the base N) for rows of a table: {costs}",
+                **wrap,
+            )
+        )
     for (n, k, d, which), f in sorted(cal.gemm.items()):
         if which == "fwd":
             lines.append(
@@ -85,8 +89,8 @@ def format_calibration(cal: Calibration) -> str:
     return "\n".join(lines)
 
 
-def format_headline(report: SweepReport) -> str:
-    """The headline table ([`headline_rows`][]) as text.
+def headline_table(report: SweepReport) -> Table:
+    """The headline table ([`headline_rows`][]), titled, one section per mode.
 
     Per mode and ``V``: measured and model time of the lookup and of the one-hot matmul in ms
     with their ratio measured/model, the one-hot/lookup time ratio measured and modelled, and
@@ -96,7 +100,7 @@ def format_headline(report: SweepReport) -> str:
         report: as returned by [`run_sweep`][embedding_equivalence.bench.sweep.run_sweep].
 
     Returns:
-        The table, without a trailing newline.
+        The [`Table`][embedding_equivalence._console.Table].
     """
     c = report.config
     title = (
@@ -118,38 +122,50 @@ def format_headline(report: SweepReport) -> str:
         "lookup MiB",
         "one-hot MiB",
     ]
-    rows: list[list[str]] = []
+    table = Table(header, right=range(1, len(header)), title=title)
+    mode = None
     for h in headline_rows(report):
-        if rows and rows[-1] and h["mode"] != rows[-1][0]:
-            rows.append([])
+        if mode is not None and h["mode"] != mode:
+            table.add_section()
+        mode = h["mode"]
         skipped = h["one-hot status"] != "ok"
-        rows.append(
-            [
-                h["mode"],
-                str(h["V"]),
-                _num(h["lookup ms"], ".4g"),
-                _num(h["lookup model ms"], ".4g"),
-                _num(h["lookup measured/model"], ".2f"),
-                h["one-hot status"] if skipped else _num(h["one-hot ms"], ".4g"),
-                _num(h["one-hot model ms"], ".4g"),
-                _num(h["one-hot measured/model"], ".2f"),
-                _num(h["one-hot/lookup measured"], ".3g"),
-                _num(h["one-hot/lookup model"], ".3g"),
-                _num(h["lookup peak MiB"], ".3g"),
-                _num(h["one-hot peak MiB"], ".3g"),
-            ]
+        table.add_row(
+            h["mode"],
+            str(h["V"]),
+            _num(h["lookup ms"], ".4g"),
+            _num(h["lookup model ms"], ".4g"),
+            _num(h["lookup measured/model"], ".2f"),
+            h["one-hot status"] if skipped else _num(h["one-hot ms"], ".4g"),
+            _num(h["one-hot model ms"], ".4g"),
+            _num(h["one-hot measured/model"], ".2f"),
+            _num(h["one-hot/lookup measured"], ".3g"),
+            _num(h["one-hot/lookup model"], ".3g"),
+            _num(h["lookup peak MiB"], ".3g"),
+            _num(h["one-hot peak MiB"], ".3g"),
         )
-    return "\n".join([title, *_render(header, rows, left={0})])
+    return table
 
 
-def format_sweep_table(report: SweepReport) -> str:
+def format_headline(report: SweepReport) -> str:
+    """The headline table ([`headline_table`][]) as plain text.
+
+    Args:
+        report: as returned by [`run_sweep`][embedding_equivalence.bench.sweep.run_sweep].
+
+    Returns:
+        The title and the table, without a trailing newline.
+    """
+    return headline_table(report).plain()
+
+
+def sweep_table(report: SweepReport) -> Table:
     """Every case: time, model, measured/model, peak and analytic memory, and notes.
 
     Args:
         report: as returned by [`run_sweep`][embedding_equivalence.bench.sweep.run_sweep].
 
     Returns:
-        The table and a summary of the measured/model ratios, without a trailing newline.
+        The [`Table`][embedding_equivalence._console.Table], one section per point.
     """
     header = [
         "form",
@@ -165,38 +181,46 @@ def format_sweep_table(report: SweepReport) -> str:
         "analytic MiB",
         "note",
     ]
-    rows: list[list[str]] = []
+    table = Table(header, right=range(3, len(header) - 1))
     last: tuple[int, int, int] | None = None
     for r in report.results:
         point = (r.num_ids, r.vocab, r.dim)
         if last is not None and point != last:
-            rows.append([])
+            table.add_section()
         last = point
         note = "" if r.status == "ok" and not r.note else (r.note or r.status)
-        rows.append(
-            [
-                r.form,
-                r.mode,
-                r.grad,
-                str(r.num_ids),
-                str(r.vocab),
-                str(r.dim),
-                _num(r.median_ms, ".4g"),
-                _num(r.model_ms, ".4g"),
-                _num(r.ratio, ".2f"),
-                _mib(r.peak_bytes),
-                _mib(r.analytic_bytes),
-                note[:70],
-            ]
+        table.add_row(
+            r.form,
+            r.mode,
+            r.grad,
+            str(r.num_ids),
+            str(r.vocab),
+            str(r.dim),
+            _num(r.median_ms, ".4g"),
+            _num(r.model_ms, ".4g"),
+            _num(r.ratio, ".2f"),
+            _mib(r.peak_bytes),
+            _mib(r.analytic_bytes),
+            note[:70],
         )
-    lines = _render(header, rows, left={0, 1, 2, len(header) - 1})
+    return table
+
+
+def ratio_summary(report: SweepReport) -> str:
+    """How many cases agree with the model, and the range of measured/model per form and mode.
+
+    Args:
+        report: as returned by [`run_sweep`][embedding_equivalence.bench.sweep.run_sweep].
+
+    Returns:
+        The lines, without a trailing newline.
+    """
     ratios = [r for r in report.results if r.ratio is not None]
     inside = [r for r in ratios if RATIO_BAND[0] <= (r.ratio or 0) <= RATIO_BAND[1]]
-    lines.append("")
-    lines.append(
+    lines = [
         f"measured/model within 30% ({RATIO_BAND[0]} to {RATIO_BAND[1]}): "
         f"{len(inside)} of {len(ratios)} cases"
-    )
+    ]
     by_form: dict[tuple[str, str], list[float]] = {}
     for r in ratios:
         by_form.setdefault((r.form, r.mode), []).append(r.ratio or 0.0)
@@ -207,6 +231,18 @@ def format_sweep_table(report: SweepReport) -> str:
             f"(median {statistics.median(values):.2f}, {len(values)} points)"
         )
     return "\n".join(lines)
+
+
+def format_sweep_table(report: SweepReport) -> str:
+    """Every case ([`sweep_table`][]) as plain text, then the [`ratio_summary`][].
+
+    Args:
+        report: as returned by [`run_sweep`][embedding_equivalence.bench.sweep.run_sweep].
+
+    Returns:
+        The table and the summary, without a trailing newline.
+    """
+    return f"{sweep_table(report).plain()}\n\n{ratio_summary(report)}"
 
 
 def _write_csv(report: SweepReport, path: Path) -> None:
@@ -241,8 +277,3 @@ def write_outputs(report: SweepReport, out: str | Path, *, plots: bool = True) -
     if plots:
         paths += write_plots(report, folder)
     return paths
-
-
-# --------------------------------------------------------------------------------------------
-# Command line
-# --------------------------------------------------------------------------------------------

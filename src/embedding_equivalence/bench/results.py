@@ -11,13 +11,14 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .calibration import Calibration
+from .calibration import ROW_PRIMITIVES, Calibration
 from .model import MODEL_FORMULAS
 from .timing import MODES, Mode
 
 __all__ = [
     "CSV_COLUMNS",
     "HEADLINE_COLUMNS",
+    "SCHEMA",
     "CaseResult",
     "SweepReport",
     "find_case",
@@ -53,7 +54,7 @@ class CaseResult:
         ratio: ``median_ms / model_ms``.
         roofline_ms: the bandwidth and throughput terms of the model alone.
         overhead_ms: the form's fixed cost per call, measured on a tiny input.
-        model_terms: the model's terms, e.g. ``"gather 2.0 MiB at 21.3 GB/s: 0.098 ms"``.
+        model_terms: the model's terms, e.g. ``"gather 1024 rows at 24.5 ns: 0.0251 ms"``.
         peak_bytes: measured peak memory beyond the inputs.
         analytic_bytes:
         [`analytic_memory_bytes`][embedding_equivalence.bench.model.analytic_memory_bytes].
@@ -88,6 +89,11 @@ class CaseResult:
     note: str | None = None
 
 
+#: The ``"schema"`` of ``bench.json``. Version 2 added the row primitives, the zero fill of a
+#: pair of buffers and the allocator's warm-up to the calibration, and models the lookup and
+#: the sparse matmul from them; a file of version 1 still reads (its calibration has none).
+SCHEMA = "embedding-equivalence/bench/2"
+
 #: The columns of ``bench.csv``: the fields of [`CaseResult`][], in order.
 CSV_COLUMNS: tuple[str, ...] = tuple(CaseResult.__dataclass_fields__)
 
@@ -121,19 +127,29 @@ class SweepReport:
             ``headline`` ([`headline_rows`][]), ``results`` and ``notes``.
         """
         return {
-            "schema": "embedding-equivalence/bench/1",
+            "schema": SCHEMA,
             "machine": self.machine,
             "config": {**self.config, "seconds": round(self.seconds, 1)},
             "calibration": self.calibration.to_json(),
             "model": {
                 "formulas": MODEL_FORMULAS,
                 "symbols": {
+                    "c": "the form's fixed cost per call (its time on one id of a 2 x 1 "
+                    "table), added to every formula",
                     "s": "bytes per element of the dtype",
-                    "B(x)": "copy bandwidth (bytes read + written per second) measured at x "
-                    "bytes, interpolated log-log",
+                    **{
+                        f"{name}(r, T)": f"seconds per row of {stmt} ({ids} ids every call), "
+                        "rows of r bytes at random positions of a T-byte table, the slope "
+                        "between two numbers of rows; interpolated log-log in T"
+                        for name, (stmt, ids) in ROW_PRIMITIVES.items()
+                    },
                     "Z(x)": "bandwidth of torch.zeros of x bytes (allocation, page faults, memset)",
+                    "Z2(x)": "bandwidth of two torch.zeros of x bytes each, the first alive "
+                    "while the second is made (the pair torch.sparse.mm zeroes)",
                     "F_fwd(N, D)": "GEMM FLOP/s of (N, K) @ (K, D)",
                     "F_bwd(N, D)": "GEMM FLOP/s of (N, K).T @ (N, D)",
+                    "B(x)": "copy bandwidth (bytes read + written per second) at x bytes: "
+                    "used only for a row primitive that could not be calibrated",
                 },
             },
             "headline": headline_rows(self),

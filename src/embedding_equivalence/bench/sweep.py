@@ -162,9 +162,13 @@ def run_sweep(
     groups = {(q, m) for q, _, m in runnable}
     lookups = {q for q, f, _ in runnable if not f.impl.dense_one_hot}
     dense = {q for q, f, _ in runnable if f.impl.dense_one_hot}
-    copy_sizes = [k * n * d * itemsize for n, _, d in lookups for k in (2, 3)]
+    # The copy bandwidth is the model's stand-in for a row primitive it could not calibrate.
+    copy_sizes = [2 * n * d * itemsize for n, _, d in lookups]
     zero_sizes = [v * d * itemsize for _, v, d in lookups]
+    zero_sizes += [n * d * itemsize for n, _, d in lookups]  # the sparse product's output
     zero_sizes += [n * v * itemsize for n, v, _ in dense]
+    pair_sizes = [v * d * itemsize for _, v, d in lookups]  # the sparse product's backward
+    row_shapes = sorted({(v, d) for _, v, d in lookups})
     gemm_shapes = sorted({(n, gemm_k(n, v, itemsize), d) for n, v, d in dense})
     use_memory = memory and device.type in ("cpu", "cuda")
     bar = _Progress(1 + len(groups) + (len(runnable) if use_memory else 0), progress)
@@ -179,6 +183,9 @@ def run_sweep(
             copy_sizes=copy_sizes,
             zero_sizes=zero_sizes,
             gemm_shapes=gemm_shapes,
+            pair_sizes=pair_sizes,
+            row_shapes=row_shapes,
+            rows=sizes.num_ids,
             forms=forms,
             dtype=dtype,
             device=device,

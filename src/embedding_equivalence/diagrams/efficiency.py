@@ -8,11 +8,30 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ._style import ID_COLOURS, RED, inline_svg, new_figure, render_svg, tidy_axes
+from ._style import (
+    COLUMN_PX,
+    GRID,
+    ID_COLOURS,
+    MUTED,
+    RED,
+    figure_style,
+    inline_svg,
+    log_tick_labels,
+    new_figure,
+    render_svg,
+    tidy_axes,
+)
 
-__all__ = ["Cost", "bench_section", "forward_cost", "work_figure"]
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = ["REGENERATE", "Cost", "bench_section", "forward_cost", "sweep_section", "work_figure"]
+
+#: The one command that regenerates everything the "Measured" section shows: the sweep's
+#: ``bench.json`` (and ``bench.csv``); the section draws its tables and figures from it.
+REGENERATE = "embedding-equivalence bench --out docs/bench --no-plots"
 
 
 @dataclass(frozen=True)
@@ -110,26 +129,31 @@ def work_figure(
         An SVG document.
     """
     vs = list(vocabs) if vocabs is not None else [2**k for k in range(10, 19)]
+    with figure_style(7.2):
+        fig = _draw_work(vs, num_ids, dim, itemsize)
+    return render_svg(fig, "work", "bytes and FLOPs of lookup, sparse and dense matmul against V")
+
+
+def _draw_work(vs: Sequence[int], num_ids: int, dim: int, itemsize: int) -> Figure:
     fig, axes = new_figure(7.2, 2.8, ncols=2)
     for form, style in _WORK_STYLES.items():
         costs = [forward_cost(form, num_ids, v, dim, itemsize) for v in vs]
         axes[0].plot(vs, [x.bytes_moved for x in costs], label=form, **style)
         if form != "lookup":
             axes[1].plot(vs, [x.flops for x in costs], label=form, **style)
-    axes[0].set_title("bytes moved", fontsize=9)
-    axes[1].set_title("floating-point operations (lookup: none)", fontsize=9)
+    axes[0].set_title("bytes moved")
+    axes[1].set_title("FLOPs (lookup: none)")
     for ax in axes:
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
+        log_tick_labels(ax.xaxis, 2)
+        log_tick_labels(ax.yaxis, 10)
         ax.set_xlabel("vocabulary size V")
         tidy_axes(ax)
-        ax.legend(fontsize=7.5, frameon=False)
-    fig.suptitle(
-        f"one forward call, N = {num_ids:,} ids, D = {dim:,}, {itemsize} bytes per value",
-        fontsize=9,
-    )
-    fig.subplots_adjust(left=0.09, right=0.98, bottom=0.17, top=0.8, wspace=0.3)
-    return render_svg(fig, "work", "bytes and FLOPs of lookup, sparse and dense matmul against V")
+        ax.legend(frameon=False)
+    fig.suptitle(f"one forward call, N = {num_ids:,} ids, D = {dim:,}, {itemsize} bytes per value")
+    fig.set_layout_engine("constrained")  # room for the shared style's sizes, whatever they are
+    return fig
 
 
 def _bench_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
@@ -211,14 +235,16 @@ def _plots(folder: Path) -> list[str]:
 
 
 def bench_section(directory: str | Path = "docs/bench") -> str:
-    """HTML for the docs' benchmark section: the headline table of ``bench.json`` and the SVGs.
+    """HTML for the docs' benchmark section, from ``directory/bench.json``.
 
-    Reads ``directory/bench.json`` when present and shows the ``"machine"`` it ran on, the
-    scalar settings of its ``"config"``, and a table: its ``"headline"`` (a list of row
-    objects, shown as they are) or else its timing records, ``"results"`` or
-    ``"measurements"`` (pivoted to one row per implementation and mode and one column per
-    ``V``), then its ``"targets"`` and ``"notes"`` when given. Every ``*.svg`` in ``directory``
-    is inlined. Without ``bench.json`` it returns a note that says how to produce it.
+    A sweep of ``embedding-equivalence bench`` (its ``"results"`` carry a model time) is shown
+    by [`sweep_section`][]: its tables and figures, all drawn from that one file. Any other
+    ``bench.json`` shows the ``"machine"`` it ran on, the scalar settings of its ``"config"``,
+    and a table: its ``"headline"`` (a list of row objects, shown as they are) or else its
+    timing records, ``"results"`` or ``"measurements"`` (pivoted to one row per
+    implementation and mode and one column per ``V``), then its ``"targets"`` and ``"notes"``
+    when given, and every ``*.svg`` in ``directory``, inlined. Without ``bench.json`` it
+    returns a note that says how to produce it.
 
     Args:
         directory: where ``embedding-equivalence bench --out`` wrote its results.
@@ -235,10 +261,14 @@ def bench_section(directory: str | Path = "docs/bench") -> str:
         return (
             '<div class="admonition note"><p class="admonition-title">No benchmark results yet'
             "</p><p>This build found no <code>docs/bench/bench.json</code>. Run "
-            "<code>embedding-equivalence bench --out docs/bench</code> and rebuild the site to "
+            f"<code>{html.escape(REGENERATE)}</code> and rebuild the site to "
             "show the measured table and plots here.</p></div>"
         )
     payload = json.loads(path.read_text(encoding="utf-8"))
+    results = payload.get("results")
+    first = results[0] if isinstance(results, list) and results else None
+    if isinstance(first, dict) and "model_ms" in first:  # a sweep of embedding_equivalence.bench
+        return sweep_section(payload, source=path.as_posix())
     config = payload.get("config")
     config = config if isinstance(config, dict) else {}
     parts = _settings(payload, config)
@@ -264,3 +294,469 @@ def bench_section(directory: str | Path = "docs/bench") -> str:
         items = "".join(f"<li>{html.escape(str(n))}</li>" for n in notes)
         parts.append(f"<ul>{items}</ul>")
     return "\n".join(parts + _plots(folder))
+
+
+# --------------------------------------------------------------------------------------------
+# A sweep of embedding_equivalence.bench: tables and figures from its bench.json
+# --------------------------------------------------------------------------------------------
+
+#: Colour of each form of the sweep in the figures (others cycle through the id colours).
+_FORM_COLOURS = {
+    "lookup": ID_COLOURS[2],
+    "lookup (sparse grad)": ID_COLOURS[5],
+    "one-hot matmul": RED,
+    "linear": ID_COLOURS[3],
+    "sparse matmul": ID_COLOURS[0],
+}
+#: The linear layer times as the one-hot matmul it is: open markers, so that both show.
+_OPEN_MARKERS = {"linear": "D"}
+_MODE_TITLES = {"fwd": "forward", "fwd+bwd": "forward + backward"}
+_MODE_MARKERS = {"fwd": "o", "fwd+bwd": "s"}
+#: The width of the sweep's figures in inches: the page's text column, so that they are shown
+#: at their natural size and their text at the shared style's sizes.
+_FIGURE_WIDTH = COLUMN_PX / 96
+
+
+def _ms(value: float | None) -> str:
+    """Milliseconds with three significant digits, thousands separated (``"-"`` for none)."""
+    if value is None:
+        return "-"
+    if value >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.3g}"
+
+
+def _line(form: str) -> dict[str, Any]:
+    """How a form's measured line is drawn: markers at the points, open for some forms."""
+    if form in _OPEN_MARKERS:
+        return {"marker": _OPEN_MARKERS[form], "ms": 5, "mfc": "none", "lw": 0.9}
+    return {"marker": "o", "ms": 3.5, "lw": 1.2}
+
+
+def _form_colour(form: str, order: dict[str, int]) -> str:
+    return _FORM_COLOURS.get(form, ID_COLOURS[order.setdefault(form, len(order))])
+
+
+def _html_table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric_from: int) -> str:
+    """A plain HTML table (the theme's table style); columns from ``numeric_from`` align right."""
+
+    def cells(tag: str, values: Sequence[str]) -> str:
+        return "".join(
+            f'<{tag} align="right">{html.escape(v)}</{tag}>'
+            if i >= numeric_from
+            else f"<{tag}>{html.escape(v)}</{tag}>"
+            for i, v in enumerate(values)
+        )
+
+    body = "".join(f"<tr>{cells('td', r)}</tr>" for r in rows)
+    return f"<table><thead><tr>{cells('th', header)}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _ok(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in results if r.get("ratio") is not None and r.get("median_ms")]
+
+
+def _within(results: Sequence[dict[str, Any]], band: tuple[float, float]) -> list[dict[str, Any]]:
+    return [r for r in _ok(results) if band[0] <= r["ratio"] <= band[1]]
+
+
+def _run_paragraphs(payload: dict[str, Any], source: str) -> list[str]:
+    """The machine, the settings and the load, and what the sweep covered."""
+    m = payload.get("machine") or {}
+    c = payload.get("config") or {}
+    device = m.get("device", c.get("device", "cpu"))
+    on = m.get("cpu", "?") if device == "cpu" else f"{device} ({m.get('device_name', '?')})"
+    clock = {
+        "cpu": "CPU time of the process (time.process_time)",
+        "wall": "elapsed time",
+    }.get(str(m.get("clock", c.get("clock"))), str(m.get("clock", c.get("clock", "?"))))
+    run = (
+        f"{m.get('date', '?')}, {on}, {m.get('cores', '?')} cores, torch "
+        f"{m.get('torch', '?')}, {c.get('dtype', m.get('dtype', '?'))}, "
+        f"{c.get('threads', m.get('threads', '?'))} thread(s), timed by {clock}, "
+        f"{c.get('min_run_time', '?')} s per case, {c.get('seconds', '?')} s in all."
+    )
+    before, after = str(m.get("load", "unknown")), str(m.get("load_after", "unknown"))
+    load = (
+        f"Load average (1 minute): {before} before the run and {after} after it, on "
+        f"{m.get('cores', '?')} cores."
+    )
+    try:
+        busy = float(before) >= 1.0  # at least one other process wanted a core, on average
+    except ValueError:
+        busy = False
+    if busy:
+        load += (
+            " Other processes were running when it started: its times are noisier than those "
+            "of a quiet machine, whose load average reads close to 0 before the run."
+        )
+    parts = [f"<p><strong>Run.</strong> {html.escape(run)} {html.escape(load)}</p>"]
+    if c.get("quick"):
+        parts.append(
+            '<div class="admonition warning"><p class="admonition-title">A quick run</p><p>'
+            "These numbers come from <code>--quick</code> (small sizes, short timing): a "
+            f"placeholder. Run <code>{html.escape(REGENERATE)}</code> on a quiet machine for "
+            "the real sweep.</p></div>"
+        )
+    n, d, v0 = c.get("num_ids"), c.get("dim"), c.get("base_vocab")
+    vocabs = ", ".join(f"{v:,}" for v in c.get("vocabs", []))
+    dims = ", ".join(f"{x:,}" for x in c.get("dims", []))
+    ns = ", ".join(f"{x:,}" for x in c.get("ns", []))
+    sweeps = (
+        f"Three sweeps around N = {n:,} ids, D = {d:,}: V = {vocabs} (the tables and the "
+        f"first figure); D = {dims} and N = {ns} at V = {v0:,}. The tables and the figures "
+        f"below are all drawn from this one run, {source}, when the site is built."
+        if isinstance(n, int) and isinstance(d, int) and isinstance(v0, int)
+        else f"The tables and figures below are drawn from {source}."
+    )
+    parts.append(f"<p><strong>Sweeps.</strong> {html.escape(sweeps)}</p>")
+    return parts
+
+
+def _v_sweep(payload: dict[str, Any]) -> tuple[int, int, list[int]]:
+    """``(N, D, vocabularies)`` of the ``V`` sweep (from the config, else from the results)."""
+    c = payload.get("config") or {}
+    results = payload["results"]
+    n = int(c.get("num_ids", results[0]["num_ids"]))
+    d = int(c.get("dim", results[0]["dim"]))
+    found = sorted({int(r["vocab"]) for r in results if (r["num_ids"], r["dim"]) == (n, d)})
+    return n, d, [int(v) for v in c.get("vocabs", found)]
+
+
+def _find(
+    results: Sequence[dict[str, Any]], form: str, mode: str, point: tuple[int, int, int]
+) -> dict[str, Any] | None:
+    for r in results:
+        if (r["form"], r["mode"], r["num_ids"], r["vocab"], r["dim"]) == (form, mode, *point):
+            return r
+    return None
+
+
+def _headline_tables(payload: dict[str, Any]) -> list[str]:
+    """Per mode, over the ``V`` sweep: lookup and one-hot matmul, measured and modelled."""
+    results = payload["results"]
+    n, d, vocabs = _v_sweep(payload)
+    parts: list[str] = []
+    for mode in ("fwd", "fwd+bwd"):
+        rows = []
+        for v in vocabs:
+            lookup = _find(results, "lookup", mode, (n, v, d))
+            one_hot = _find(results, "one-hot matmul", mode, (n, v, d))
+            if lookup is None or one_hot is None:
+                continue
+            both = lookup.get("median_ms") and one_hot.get("median_ms")
+            rows.append(
+                [
+                    f"{v:,}",
+                    _ms(lookup.get("median_ms")),
+                    _ms(lookup.get("model_ms")),
+                    _ms(one_hot.get("median_ms")) if one_hot.get("median_ms") else "skipped",
+                    _ms(one_hot.get("model_ms")),
+                    _ms(one_hot["median_ms"] / lookup["median_ms"]) if both else "-",
+                ]
+            )
+        if not rows:
+            continue
+        caption = (
+            f"{_MODE_TITLES[mode].capitalize()}, N = {n:,}, D = {d:,}: time per call in ms, "
+            "measured and modelled; ratio = one-hot ÷ lookup, measured."
+        )
+        header = ["V", "lookup, ms", "model, ms", "one-hot, ms", "model, ms", "ratio"]
+        parts.append(f"<p><em>{html.escape(caption)}</em></p>{_html_table(header, rows, 0)}")
+    return parts
+
+
+def _agreement(payload: dict[str, Any], band: tuple[float, float]) -> list[str]:
+    """How many cases the model predicts within the band, overall and per form and mode."""
+    results = payload["results"]
+    ok, inside = _ok(results), _within(results, band)
+    share = f" ({100 * len(inside) / len(ok):.0f}%)" if ok else ""
+    lead = (
+        f"{len(inside)} of {len(ok)} measured cases{share} are within 30% of the model "
+        f"(measured ÷ model from {band[0]} to {band[1]})."
+    )
+    groups: dict[tuple[str, str], list[float]] = {}
+    for r in ok:
+        groups.setdefault((r["form"], r["mode"]), []).append(r["ratio"])
+    rows = [
+        [
+            form,
+            mode,
+            str(sum(band[0] <= x <= band[1] for x in ratios)),
+            str(len(ratios)),
+            f"{min(ratios):.2f} to {max(ratios):.2f}",
+        ]
+        for (form, mode), ratios in groups.items()
+    ]
+    header = ["form", "mode", "within", "cases", "measured ÷ model"]
+    return [f"<p><strong>Model.</strong> {html.escape(lead)}</p>", _html_table(header, rows, 2)]
+
+
+def _all_cases(payload: dict[str, Any]) -> str:
+    results = payload["results"]
+    rows = [
+        [
+            r["form"],
+            r["mode"],
+            f"{r['num_ids']:,} x {r['vocab']:,} x {r['dim']:,}",
+            _ms(r.get("median_ms")) if r.get("median_ms") else str(r.get("status", "-")),
+            _ms(r.get("model_ms")),
+            "-" if r.get("ratio") is None else f"{r['ratio']:.2f}",
+        ]
+        for r in results
+    ]
+    header = ["form", "mode", "N x V x D", "ms", "model, ms", "ratio"]
+    table = _html_table(header, rows, 2)
+    summary = f"Every case ({len(results)}): time per call, its model, and measured ÷ model"
+    return f'<details class="note"><summary>{html.escape(summary)}</summary>{table}</details>'
+
+
+def _calibration(payload: dict[str, Any]) -> str:
+    """The calibrated row costs and zero-fill bandwidths, in a collapsible block."""
+    cal = payload.get("calibration") or {}
+    rows = [
+        [
+            str(p["primitive"]),
+            f"{p['row_bytes']:,}",
+            f"{p['table_bytes'] / 2**20:,.3g}",
+            f"{p['seconds_per_row'] * 1e9:.3g}",
+            f"{p.get('seconds_per_row_beyond', p['seconds_per_row']) * 1e9:.3g}",
+        ]
+        for p in cal.get("rows", [])
+    ]
+    pairs = {p["bytes"]: p["bytes_per_s"] for p in cal.get("zero_pair", [])}
+    zero = [
+        [
+            f"{p['bytes'] / 2**20:,.3g}",
+            f"{p['bytes_per_s'] / 1e9:.3g}",
+            f"{pairs[p['bytes']] / 1e9:.3g}" if p["bytes"] in pairs else "-",
+        ]
+        for p in cal.get("zero_fill", [])
+    ]
+    parts = []
+    if rows:
+        header = ["primitive", "row, B", "table, MiB", "ns per row", "beyond N"]
+        parts.append(_html_table(header, rows, 1))
+    else:
+        parts.append(
+            "<p>This run predates the row primitives: its model times the lookup as a copy.</p>"
+        )
+    if zero:
+        parts.append(_html_table(["buffer, MiB", "one, GB/s", "two, GB/s"], zero, 0))
+    summary = "The calibration: time per row of each row primitive, zero-fill bandwidths"
+    return f'<details class="note"><summary>{summary}</summary>{"".join(parts)}</details>'
+
+
+def _draw_time(payload: dict[str, Any]) -> Figure | None:
+    """Every form over the ``V`` sweep: measured (markers) and modelled (dashed), per mode."""
+    results = payload["results"]
+    n, d, vocabs = _v_sweep(payload)
+    forms = list(dict.fromkeys(r["form"] for r in results))
+    order: dict[str, int] = {}
+    fig, axes = new_figure(_FIGURE_WIDTH, 3.4, ncols=2)
+    drawn = False
+    for ax, mode in zip(axes, ("fwd", "fwd+bwd"), strict=True):
+        for form in forms:
+            found = [(v, _find(results, form, mode, (n, v, d))) for v in vocabs]
+            points = [(v, r) for v, r in found if r is not None]
+            measured = [(v, r["median_ms"]) for v, r in points if r.get("median_ms")]
+            model = [(v, r["model_ms"]) for v, r in points if r.get("model_ms")]
+            colour = _form_colour(form, order)
+            if measured:
+                ax.plot(*zip(*measured, strict=True), color=colour, label=form, **_line(form))
+                drawn = True
+            if model:
+                ax.plot(*zip(*model, strict=True), ls="--", lw=1, color=colour, alpha=0.8)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        log_tick_labels(ax.xaxis, 10)
+        log_tick_labels(ax.yaxis, 10)
+        ax.set_xlabel("vocabulary size V")
+        ax.set_title(_MODE_TITLES[mode])
+        tidy_axes(ax)
+    if not drawn:
+        return None
+    axes[0].set_ylabel("ms per call")
+    axes[1].plot([], [], "k--", lw=1, label="model (dashed)")
+    fig.legend(
+        *axes[1].get_legend_handles_labels(), loc="outside lower center", ncols=3, frameon=False
+    )
+    fig.suptitle(f"Time per call over the V sweep, N = {n:,}, D = {d:,}")
+    fig.set_layout_engine("constrained")
+    return fig
+
+
+def _time_figure(payload: dict[str, Any]) -> str | None:
+    with figure_style(_FIGURE_WIDTH):  # titles, labels and legends take the shared sizes
+        fig = _draw_time(payload)
+    return (
+        None
+        if fig is None
+        else render_svg(fig, "bench-time", "time per call of every form against V, with the model")
+    )
+
+
+def _draw_agreement(payload: dict[str, Any], band: tuple[float, float]) -> Figure | None:
+    """Measured against modelled time of every case, the band of agreement shaded."""
+    ok = _ok(payload["results"])
+    if not ok:
+        return None
+    order: dict[str, int] = {}
+    fig, (ax,) = new_figure(_FIGURE_WIDTH, 4.2)
+    lo = min(min(r["model_ms"], r["median_ms"]) for r in ok) / 2
+    hi = max(max(r["model_ms"], r["median_ms"]) for r in ok) * 2
+    ax.fill_between(
+        [lo, hi],
+        [lo * band[0], hi * band[0]],
+        [lo * band[1], hi * band[1]],
+        color=MUTED,
+        alpha=0.5,
+        lw=0,
+        label=f"within 30% ({band[0]} to {band[1]})",
+    )
+    ax.plot([lo, hi], [lo, hi], color=GRID, lw=0.8)
+    for form in dict.fromkeys(r["form"] for r in ok):
+        for mode, marker in _MODE_MARKERS.items():
+            pts = [
+                (r["model_ms"], r["median_ms"])
+                for r in ok
+                if (r["form"], r["mode"]) == (form, mode)
+            ]
+            if pts:
+                ax.scatter(
+                    *zip(*pts, strict=True),
+                    marker=marker,
+                    s=22,
+                    color=_form_colour(form, order),
+                    label=f"{form}, {mode}",
+                )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    log_tick_labels(ax.xaxis, 10)
+    log_tick_labels(ax.yaxis, 10)
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_xlabel("model, ms per call")
+    ax.set_ylabel("measured, ms per call")
+    inside = len(_within(payload["results"], band))
+    ax.set_title(f"Every case: {inside} of {len(ok)} within 30% of the model")
+    tidy_axes(ax)
+    ax.legend(loc="upper left", ncols=2, frameon=False)  # the diagonal leaves that corner empty
+    fig.set_layout_engine("constrained")
+    return fig
+
+
+def _agreement_figure(payload: dict[str, Any], band: tuple[float, float]) -> str | None:
+    with figure_style(_FIGURE_WIDTH):  # titles, labels and legends take the shared sizes
+        fig = _draw_agreement(payload, band)
+    return (
+        None
+        if fig is None
+        else render_svg(fig, "bench-model", "measured against modelled time of every case")
+    )
+
+
+def _draw_memory(payload: dict[str, Any]) -> Figure | None:
+    """Peak memory over the ``V`` sweep: measured (markers) and analytic (dashed), per mode."""
+    results = payload["results"]
+    n, d, vocabs = _v_sweep(payload)
+    if not any(r.get("peak_bytes") is not None for r in results):
+        return None
+    forms = list(dict.fromkeys(r["form"] for r in results))
+    order: dict[str, int] = {}
+    fig, axes = new_figure(_FIGURE_WIDTH, 3.4, ncols=2)
+    for ax, mode in zip(axes, ("fwd", "fwd+bwd"), strict=True):
+        for form in forms:
+            found = [(v, _find(results, form, mode, (n, v, d))) for v in vocabs]
+            points = [(v, r) for v, r in found if r is not None and r.get("status") == "ok"]
+            peak = [(v, r["peak_bytes"] / 2**20) for v, r in points if r.get("peak_bytes")]
+            analytic = [
+                (v, r["analytic_bytes"] / 2**20) for v, r in points if r.get("analytic_bytes")
+            ]
+            colour = _form_colour(form, order)
+            if peak:
+                ax.plot(*zip(*peak, strict=True), color=colour, label=form, **_line(form))
+            if analytic:
+                ax.plot(*zip(*analytic, strict=True), ls="--", lw=1, color=colour, alpha=0.8)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        log_tick_labels(ax.xaxis, 10)
+        log_tick_labels(ax.yaxis, 10)
+        ax.set_xlabel("vocabulary size V")
+        ax.set_title(_MODE_TITLES[mode])
+        tidy_axes(ax)
+    axes[0].set_ylabel("MiB beyond the inputs")
+    axes[1].plot([], [], "k--", lw=1, label="analytic (dashed)")
+    fig.legend(
+        *axes[1].get_legend_handles_labels(), loc="outside lower center", ncols=3, frameon=False
+    )
+    fig.suptitle(f"Peak memory over the V sweep, N = {n:,}, D = {d:,}")
+    fig.set_layout_engine("constrained")
+    return fig
+
+
+def _memory_figure(payload: dict[str, Any]) -> str | None:
+    with figure_style(_FIGURE_WIDTH):  # titles, labels and legends take the shared sizes
+        fig = _draw_memory(payload)
+    return (
+        None
+        if fig is None
+        else render_svg(fig, "bench-memory", "peak memory of every form against V, with the count")
+    )
+
+
+def _figure(svg: str | None, caption: str) -> list[str]:
+    return (
+        []
+        if svg is None
+        else [f"<figure>{svg}<figcaption>{html.escape(caption)}</figcaption></figure>"]
+    )
+
+
+def sweep_section(payload: dict[str, Any], source: str = "bench.json") -> str:
+    """HTML for a sweep's results: the run, tables of the ``V`` sweep, the model's agreement.
+
+    Everything is drawn from ``payload`` (the content of a sweep's ``bench.json``, of either
+    schema), so the tables and the figures show the same run: the machine, the settings and
+    the load average before and after the run; per mode, the lookup against the one-hot
+    matmul over the ``V`` sweep (measured and modelled); the time of every form over the ``V``
+    sweep; how many cases lie within 30% of the model, overall and per form, and a figure of
+    measured against modelled time for every case; the peak memory (when measured); and, in
+    collapsible blocks, every case and the calibration. The tables stay narrow (a few short
+    columns, units in the headers) so that they fit the page.
+
+    Args:
+        payload: the content of ``bench.json``, with ``"results"`` that carry ``model_ms``.
+        source: the file it was read from, as the text names it.
+
+    Returns:
+        An HTML fragment.
+    """
+    from ..bench.report import RATIO_BAND
+
+    band = (float(RATIO_BAND[0]), float(RATIO_BAND[1]))
+    parts = _run_paragraphs(payload, source)
+    parts += _headline_tables(payload)
+    parts += _figure(
+        _time_figure(payload),
+        "Time per call of every form over the V sweep: measured (solid, markers) and the "
+        "model (dashed).",
+    )
+    parts += _agreement(payload, band)
+    parts += _figure(
+        _agreement_figure(payload, band),
+        "Measured against modelled time, every case of the three sweeps; the shaded band is "
+        "within 30% of the model.",
+    )
+    parts += _figure(
+        _memory_figure(payload),
+        "Peak memory beyond the inputs over the V sweep: measured in a fresh process (solid, "
+        "markers) and counted from the shapes (dashed).",
+    )
+    parts.append(_all_cases(payload))
+    parts.append(_calibration(payload))
+    notes = payload.get("notes")
+    if isinstance(notes, list) and notes:
+        items = "".join(f"<li>{html.escape(str(n))}</li>" for n in notes)
+        parts.append(f"<p>Notes:</p><ul>{items}</ul>")
+    return "\n".join(parts)

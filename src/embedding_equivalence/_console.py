@@ -208,6 +208,17 @@ class Progress:
         elif self.enabled:
             self._line(self.begun, what)
 
+    def note(self, what: str) -> None:
+        """Say what the current step is doing, without counting a step.
+
+        Args:
+            what: one line on what it does.
+        """
+        if self._bar is not None and self._task is not None:
+            self._bar.update(self._task, what=what)
+        elif self.enabled:
+            self._line(self.begun, what)
+
     def _line(self, k: int, what: str) -> None:
         elapsed = time.perf_counter() - self.start
         width = len(str(self.total))

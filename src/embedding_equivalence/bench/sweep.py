@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from .._console import Progress
 from ..forms.validation import (
     OneHotTooLargeError,
     available_memory_bytes,
@@ -72,25 +73,6 @@ class SweepSizes:
 
 #: How the sweep times by default: one thread, CPU time, 0.25 s per case, one round.
 SWEEP_TIMING = Timing(threads=1, clock="cpu", min_run_time=0.25, rounds=1)
-
-
-class _Progress:
-    """Progress lines on stderr: ``bench [k/total] elapsed  what``."""
-
-    def __init__(self, total: int, enabled: bool) -> None:
-        self.total = total
-        self.done = 0
-        self.enabled = enabled
-        self.start = time.perf_counter()
-
-    def note(self, what: str, *, step: bool = True) -> None:
-        if step:
-            self.done += 1
-        if self.enabled:
-            elapsed = time.perf_counter() - self.start
-            width = len(str(self.total))
-            sys.stderr.write(f"bench [{self.done:>{width}}/{self.total}] {elapsed:6.1f}s  {what}\n")
-            sys.stderr.flush()
 
 
 def _one_hot_skip_note(
@@ -171,78 +153,81 @@ def run_sweep(
     row_shapes = sorted({(v, d) for _, v, d in lookups})
     gemm_shapes = sorted({(n, gemm_k(n, v, itemsize), d) for n, v, d in dense})
     use_memory = memory and device.type in ("cpu", "cuda")
-    bar = _Progress(1 + len(groups) + (len(runnable) if use_memory else 0), progress)
-    probe = MemoryProbe() if use_memory and device.type == "cpu" else None
-    results: list[CaseResult] = []
-    notes: list[str] = []
-    try:
-        if probe is not None:
-            bar.note("starting the memory-measuring process in the background", step=False)
-            probe.start()
-        cal = calibrate(
-            copy_sizes=copy_sizes,
-            zero_sizes=zero_sizes,
-            gemm_shapes=gemm_shapes,
-            pair_sizes=pair_sizes,
-            row_shapes=row_shapes,
-            rows=sizes.num_ids,
-            forms=forms,
-            dtype=dtype,
-            device=device,
-            timing=timing,
-            progress=lambda s: bar.note(s, step=False),
-        )
-        bar.note(f"calibrated in {cal.seconds:.1f} s")
-        for n, v, d, sweeps in points:
-            point = (n, v, d)
-            ids, weight = build_inputs(n, v, d, dtype, seed + v)
-            ids, weight = ids.to(device), weight.to(device)
-            for mode in MODES:
-                members = [f for (q, f, m) in runnable if q == point and m == mode]
-                measured: dict[str, Measurement] = {}
-                if members:
-                    bar.note(f"timing {mode:<7} N={n} V={v} D={d}: {len(members)} forms")
-                    cases = [(f.impl, ids, weight) for f in members]
-                    for f, m in zip(members, time_group(cases, mode, timing), strict=True):
-                        measured[f.label] = m
-                for f in forms:
-                    if mode not in f.modes:
-                        continue
-                    results.append(
-                        _case_result(
-                            f,
-                            mode,
-                            point,
-                            sweeps,
-                            dtype,
-                            device,
-                            timing,
-                            measured.get(f.label),
-                            skips[(point, f.label)],
-                            cal,
+    total = 1 + len(groups) + (len(runnable) if use_memory else 0)
+    with Progress("bench", total, sys.stderr, enabled=progress) as bar:
+        probe = MemoryProbe() if use_memory and device.type == "cpu" else None
+        results: list[CaseResult] = []
+        notes: list[str] = []
+        try:
+            if probe is not None:
+                bar.note("starting the memory-measuring process in the background")
+                probe.start()
+            cal = calibrate(
+                copy_sizes=copy_sizes,
+                zero_sizes=zero_sizes,
+                gemm_shapes=gemm_shapes,
+                pair_sizes=pair_sizes,
+                row_shapes=row_shapes,
+                rows=sizes.num_ids,
+                forms=forms,
+                dtype=dtype,
+                device=device,
+                timing=timing,
+                progress=bar.note,
+            )
+            bar.step(f"calibrated in {cal.seconds:.1f} s")
+            for n, v, d, sweeps in points:
+                point = (n, v, d)
+                ids, weight = build_inputs(n, v, d, dtype, seed + v)
+                ids, weight = ids.to(device), weight.to(device)
+                for mode in MODES:
+                    members = [f for (q, f, m) in runnable if q == point and m == mode]
+                    measured: dict[str, Measurement] = {}
+                    if members:
+                        bar.step(f"timing {mode:<7} N={n} V={v} D={d}: {len(members)} forms")
+                        cases = [(f.impl, ids, weight) for f in members]
+                        for f, m in zip(members, time_group(cases, mode, timing), strict=True):
+                            measured[f.label] = m
+                    for f in forms:
+                        if mode not in f.modes:
+                            continue
+                        results.append(
+                            _case_result(
+                                f,
+                                mode,
+                                point,
+                                sweeps,
+                                dtype,
+                                device,
+                                timing,
+                                measured.get(f.label),
+                                skips[(point, f.label)],
+                                cal,
+                            )
                         )
-                    )
-                    r = results[-1]
-                    if r.status == "ok" and use_memory:
-                        bar.note(f"memory {mode:<7} N={n} V={v} D={d}: {f.label}")
-                        spec = memory_spec(f, mode, point, dtype, device, seed + v, timing.threads)
-                        timeout = max(120.0, 50 * (r.model_ms or 0) / 1e3)
-                        found = (
-                            probe.measure(spec, timeout)
-                            if probe is not None
-                            else measure_here(spec)
-                        )
-                        if "error" in found:
-                            r.note = f"memory not measured: {found['error']}"
-                        else:
-                            r.peak_bytes = int(found["peak_bytes"])
-                            r.memory_method = str(found["method"])
-                    if r.note:
-                        notes.append(f"{f.label} {mode} at N={n}, V={v}, D={d}: {r.note}")
-            del ids, weight
-    finally:
-        if probe is not None:
-            probe.close()
+                        r = results[-1]
+                        if r.status == "ok" and use_memory:
+                            bar.step(f"memory {mode:<7} N={n} V={v} D={d}: {f.label}")
+                            spec = memory_spec(
+                                f, mode, point, dtype, device, seed + v, timing.threads
+                            )
+                            timeout = max(120.0, 50 * (r.model_ms or 0) / 1e3)
+                            found = (
+                                probe.measure(spec, timeout)
+                                if probe is not None
+                                else measure_here(spec)
+                            )
+                            if "error" in found:
+                                r.note = f"memory not measured: {found['error']}"
+                            else:
+                                r.peak_bytes = int(found["peak_bytes"])
+                                r.memory_method = str(found["method"])
+                        if r.note:
+                            notes.append(f"{f.label} {mode} at N={n}, V={v}, D={d}: {r.note}")
+                del ids, weight
+        finally:
+            if probe is not None:
+                probe.close()
     config: dict[str, Any] = {
         k: list(v) if isinstance(v, tuple) else v for k, v in asdict(sizes).items()
     }

@@ -1,0 +1,195 @@
+"""docs/real-kernels.json and the entries that produce it (docs/_scripts/real_kernels/).
+
+- The JSON has every entry, with every field that docs/real-kernels.md reads, and no path of
+  the machine that produced it; the page renders each entry from it without any library.
+- The verdict kinds are read from the verifiers' own messages.
+- Each entry whose library is installed replays its recorded calls in a child process and
+  must get the recorded verdicts: every failing call, with its own budget and seed, and of the
+  passing calls the last of each probe (everything that passed, together, which covers the
+  dtypes, modes and options of the passing calls before it) and the bad-input call, with a few
+  examples each. Calls on more than two ranks are left out. The libraries are imported only
+  in that child: they warn on import (which this suite turns into errors), register torch
+  ops, and fbgemm warns inside its backward pass, which under ``filterwarnings = error`` would
+  change the verdicts. The child has a timeout, and no process of it (nor of its ranks) may
+  outlive the test.
+
+Installing the libraries: scripts/install-real-kernels.sh.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import embedding_equivalence as ee
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "docs" / "_scripts"))
+
+from real_kernels import ENTRIES, Entry  # noqa: E402
+from real_kernels.generate import MISSING, run_child  # noqa: E402
+from real_kernels.page import (  # noqa: E402
+    ENTRY_FIELDS,
+    RUN_FIELDS,
+    _text,
+    load,
+    render_entry,
+    render_summary,
+)
+
+#: Examples of a passing call when it is replayed.
+SMALL = 5
+#: Seconds an entry's replay may take (2-core machine), by entry.
+TIMEOUTS = {
+    "compile_inductor": 600,
+    "fbgemm_tbe": 180,
+    "torchrec_ebc": 180,
+    "dtensor_embedding": 420,
+    "megatron_vocab_parallel": 420,
+}
+KINDS = {"passed", "refuses", "accepts bad input", "differs", "crashes"}
+
+
+@pytest.fixture(scope="module")
+def entries() -> dict[str, Any]:
+    return load()
+
+
+# --------------------------------------------------------------------------------------------
+# The JSON and the page
+# --------------------------------------------------------------------------------------------
+
+
+def test_the_json_has_every_entry_with_what_the_page_reads(entries: dict[str, Any]) -> None:
+    assert list(entries) == [e.id for e in ENTRIES]
+    for e in ENTRIES:
+        data = entries[e.id]
+        assert data.get("status") in ("ran", "kept"), f"{e.id} has never run"
+        missing = [f for f in ENTRY_FIELDS if f not in data]
+        assert not missing, f"{e.id} lacks {missing}"
+        assert data["title"] == e.title
+        assert set(e.distributions) <= set(data["versions"]), e.id
+        assert data["runs"], e.id
+        for run in data["runs"]:
+            missing = [f for f in RUN_FIELDS if f not in run]
+            assert not missing, f"{e.id}, {run.get('label')!r} lacks {missing}"
+            assert run["kind"] in KINDS
+            assert run["passed"] == (run["kind"] == "passed")
+            assert run["call"].startswith(run["spec"]["verifier"] + "(")
+        assert data["passed"] == all(r["passed"] for r in data["runs"])
+
+
+def test_the_json_holds_no_path_of_the_machine() -> None:
+    # The page prints tracebacks and compiler messages: the generator replaces the machine's
+    # paths (the checkout, the venv, temporary files) before they reach the JSON.
+    text = (ROOT / "docs" / "real-kernels.json").read_text(encoding="utf-8")
+    for path in {str(ROOT), os.path.expanduser("~"), sys.prefix}:
+        assert path not in text
+    assert not re.search(r"(?<![\w.<>~-])/(?:home|root|tmp|work|usr|opt)/", text)
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.id)
+def test_the_page_renders_each_entry_without_its_library(
+    entry: Entry, entries: dict[str, Any]
+) -> None:
+    text = render_entry(entry.id, entries)
+    data = entries[entry.id]
+    for run in data["runs"]:
+        assert _text(run["label"]) in text
+    for line in data["found"]:
+        assert _text(line) in text
+    assert entry.title in render_summary(entries)
+
+
+def test_an_entry_that_was_not_run_says_so(entries: dict[str, Any]) -> None:
+    kept = {**entries["fbgemm_tbe"], "status": "kept"}
+    kept["not_run"] = {"date": "2030-01-01", "reason": "fbgemm_gpu does not import"}
+    text = render_entry("fbgemm_tbe", {"fbgemm_tbe": kept})
+    assert "Not run on 2030-01-01" in text
+    assert "fbgemm_gpu does not import" in text
+    assert "not run yet" in render_summary({})
+
+
+# --------------------------------------------------------------------------------------------
+# The verdict kinds
+# --------------------------------------------------------------------------------------------
+
+
+def _refusing(input: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    raise NotImplementedError("no lookups today")
+
+
+def _clamping(input: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    return F.embedding(input.clamp(0, weight.shape[0] - 1), weight)
+
+
+def test_the_verdict_kinds_follow_the_verifier_messages() -> None:
+    from real_kernels._common import classify
+
+    for candidate, kind, text in [
+        (_refusing, "refuses", "raises NotImplementedError: no lookups today"),
+        (_clamping, "accepts bad input", "returns a result for bad input"),
+        (F.embedding, "passed", "passed"),
+    ]:
+        report = ee.verify_embedding(
+            candidate, dtypes=[torch.float32], max_examples=100, seed=0, backward=False
+        )
+        got = classify(report.passed, report.failure, report.extra.get("torch_defect"))
+        assert got[0] == kind, report
+        assert got[1].startswith(text), got
+
+
+# --------------------------------------------------------------------------------------------
+# Each entry, where its library is installed
+# --------------------------------------------------------------------------------------------
+
+
+def _processes_with(token: str) -> list[int]:
+    """Processes whose environment holds ``token`` (Linux's /proc)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if token.encode() in (proc / "environ").read_bytes():
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.id)
+def test_the_entry_replays_its_recorded_verdicts(entry: Entry, entries: dict[str, Any]) -> None:
+    top = entry.requires.partition(".")[0]
+    if importlib.util.find_spec(top) is None:
+        pytest.skip(
+            f"{entry.distributions[0]} is not installed (scripts/install-real-kernels.sh "
+            f"installs it)"
+        )
+    token = f"RK_TEST_TOKEN={uuid.uuid4().hex}"
+    name, _, value = token.partition("=")
+    status, results = run_child(
+        entry.id, small=SMALL, timeout=TIMEOUTS[entry.id], env={name: value}
+    )
+    if status == MISSING:
+        pytest.skip(results["missing"])
+    try:
+        assert status == 0, f"the replay of {entry.id} exited with status {status}"
+        assert results, "no call was replayed"
+        wrong = [r for r in results if r["expected"] != r["got"]]
+        assert not wrong, "\n".join(
+            f"{r['label']}: recorded {r['expected']}, got {r['got']}: {r['found']}" for r in wrong
+        )
+    finally:
+        if sys.platform.startswith("linux"):
+            assert _processes_with(token) == [], "a process of the replay outlived it"

@@ -41,9 +41,7 @@ def main() -> None:
     torch.set_num_threads(1)
     runs: dict[str, Callable[[], object]] = {
         "verify_embedding (fwd+bwd)": lambda: ee.verify_embedding(F.embedding, seed=0),
-        "verify_embedding (fwd)": lambda: ee.verify_embedding(
-            F.embedding, seed=0, backward=False
-        ),
+        "verify_embedding (fwd)": lambda: ee.verify_embedding(F.embedding, seed=0, backward=False),
     }
     for scheme in ee.SCHEMES:
         kernel = functools.partial(ee.lookup_quantized_embedding, scheme=scheme)

@@ -1,4 +1,4 @@
-"""torchao's int8 embedding, through ``verify_quantized_embedding`` and ``verify_torchao_embedding``.
+"""torchao's int8 embedding, through the quantized verifier and verify_torchao_embedding.
 
 torchao quantizes an ``nn.Embedding`` in place (``quantize_`` with
 ``IntxWeightOnlyConfig(weight_dtype=torch.int8, granularity=PerAxis(0))``): one scale and int8
@@ -39,14 +39,18 @@ def verify() -> dict[str, Any]:
     for dtype in ("float32", "float16", "bfloat16"):
         runs.append(
             Run(
-                f"its quantizer and lookup, {dtype} tables, D >= 2", "verify_torchao_embedding",
-                ADAPTER, {"dtypes": [dtype], "dims": [2, 16], "max_examples": 100, "seed": 0},
-            )  # fmt: skip
+                f"its quantizer and lookup, {dtype} tables, D >= 2",
+                "verify_torchao_embedding",
+                ADAPTER,
+                {"dtypes": [dtype], "dims": [2, 16], "max_examples": 100, "seed": 0},
+            )
         )
     runs.append(
         Run(
-            "its quantizer, float32 tables of one column", "verify_torchao_embedding", ADAPTER,
+            "its quantizer, float32 tables of one column",
+            "verify_torchao_embedding",
+            ADAPTER,
             {"dtypes": ["float32"], "dims": [1, 1], "max_examples": 20, "seed": 0},
-        )  # fmt: skip
+        )
     )
     return entry_result("torchao_int8", [execute(r) for r in runs])

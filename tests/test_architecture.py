@@ -90,4 +90,9 @@ def test_the_page_prints_the_figure_and_the_table_and_is_in_the_nav() -> None:
     config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
     pages = [next(iter(item.values())) for item in config["nav"] if isinstance(item, dict)]
     at = pages.index("architecture.md")
-    assert pages[at - 1 : at + 2] == ["sharded.md", "architecture.md", "tensorflow-keras.md"]
+    assert pages[at - 2 : at + 2] == [
+        "sharded.md",
+        "real-kernels.md",
+        "architecture.md",
+        "tensorflow-keras.md",
+    ]

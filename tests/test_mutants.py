@@ -7,12 +7,11 @@ not an unrelated one. The control tests run the package's own forms with every o
 same settings: they must pass, so the catalogue shows that the verifier discriminates.
 
 The seed is fixed so that the run is reproducible; Hypothesis still draws 100 varied examples.
-Over seeds 0 to 9 the whole catalogue is caught by seeds 1, 3, 4, 6 and 8; the others each
-miss one mutant whose bug needs a rare draw: ``negative_ids_wrap_around`` (an invalid example,
-1 in 5, whose kind is a negative id) is missed by seeds 0 and 5, ``ids_viewed_as_contiguous``
-(a non-contiguous ids layout of a shape that ``view`` cannot flatten) by seeds 2, 7 and 9.
-``SEED = 1`` is one at which the whole catalogue is caught, so a failure here means that the
-verifier lost reach.
+The verifiers draw without the literals of the program's local modules (so that a seed
+replays in any program); with those draws, over seeds 0 to 9 the whole catalogue is caught by
+seeds 3 to 9, and seeds 0, 1 and 2 each miss ``negative_ids_wrap_around``, whose bug needs a
+rare draw (an invalid example, 1 in 5, whose kind is a negative id). ``SEED = 3`` is one at
+which the whole catalogue is caught, so a failure here means that the verifier lost reach.
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ import embedding_equivalence as ee
 from embedding_equivalence import strategies as ees
 from mutants import MUTANTS, Mutant
 
-SEED = 1
+SEED = 3
 
 
 @pytest.fixture(autouse=True, scope="module")

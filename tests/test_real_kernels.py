@@ -55,6 +55,7 @@ TIMEOUTS = {
     "torchrec_ebc": 180,
     "dtensor_embedding": 420,
     "megatron_vocab_parallel": 420,
+    "torchao_int8": 180,
 }
 KINDS = {"passed", "refuses", "accepts bad input", "differs", "crashes"}
 

@@ -12,7 +12,7 @@ import dataclasses
 import math
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -192,6 +192,35 @@ def with_invalid(
     return st.integers(0, 4).flatmap(lambda k: invalid if k == 4 else valid)
 
 
+@contextlib.contextmanager
+def replayable_draws() -> Iterator[None]:
+    """Draw without the literals of the program's own modules, so that a seed replays anywhere.
+
+    Recent Hypothesis releases mix the constants found in the source of every local module
+    that is loaded (the caller's script, its tests, an editable install of this package) into
+    a few percent of their draws. The same ``seed`` would then draw other examples in another
+    program, or after an edit of any local file, and a report's seed would not replay its
+    failure. The verifiers draw without them; Hypothesis's own constants stay. The hook is
+    private to Hypothesis: where it is missing, nothing changes.
+    """
+    try:
+        from hypothesis.internal.conjecture import providers
+    except ImportError:  # pragma: no cover - depends on the Hypothesis version
+        yield
+        return
+    get = getattr(providers, "_get_local_constants", None)
+    constants = getattr(providers, "_local_constants", None)
+    if get is None or constants is None:  # pragma: no cover - depends on the version
+        yield
+        return
+    empty = type(constants)()
+    providers._get_local_constants = lambda: empty  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        providers._get_local_constants = get  # type: ignore[attr-defined]
+
+
 def run_verification(
     candidate: Callable[..., Any],
     cases: st.SearchStrategy[Any],
@@ -276,7 +305,8 @@ def run_verification(
     start = time.perf_counter()
     flaky = False
     aborted: AbortRun | None = None
-    with preserved_global_state(), compiled_context() if compiled else contextlib.nullcontext():
+    compiling = compiled_context() if compiled else contextlib.nullcontext()
+    with preserved_global_state(), replayable_draws(), compiling:
         try:
             hypothesis_seed(run_seed)(run)()
             passed = True

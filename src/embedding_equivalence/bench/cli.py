@@ -23,8 +23,9 @@ from .._console import Progress, print_table, write_json
 from .._usage import UsageError, int_at_least
 from .compare import (
     IMPLEMENTATIONS,
+    RATIO_NOTE,
+    comparison_table,
     evaluate_targets,
-    format_table,
     format_targets,
     run_benchmark,
 )
@@ -253,7 +254,12 @@ def _compare_main(args: argparse.Namespace, device: torch.device, out: TextIO, e
     targets = evaluate_targets(measurements)
     load_after = load_average()
     if printed:
-        out.write(f"\n{format_table(measurements)}\n\n{format_targets(targets)}\n")
+        table, errors = comparison_table(measurements)
+        out.write("\n")
+        print_table(out, table)
+        out.write(f"\n{RATIO_NOTE}\n")
+        out.writelines(f"error: {e}\n" for e in errors)
+        out.write(f"\n{format_targets(targets)}\n")
         out.write(f"load average after the run: {load_after}\n")
     if args.json is not None:
         payload = {

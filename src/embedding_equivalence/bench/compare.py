@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from .._console import Table
 from ..forms import registry
 from .timing import (
     MODES,
@@ -29,8 +30,10 @@ from .timing import (
 
 __all__ = [
     "IMPLEMENTATIONS",
+    "RATIO_NOTE",
     "RAW_BASELINES",
     "TargetResult",
+    "comparison_table",
     "evaluate_targets",
     "format_table",
     "format_targets",
@@ -226,29 +229,32 @@ def _ratio_str(r: float | None) -> str:
     return "" if r is None else f"{r:.3f}"
 
 
-def format_table(measurements: Sequence[Measurement]) -> str:
-    """Format the measurements as a plain-text table, one row per (V, implementation).
+#: Said under the comparison table.
+RATIO_NOTE = (
+    "form/raw: median over the interleaved rounds of (form time / raw time) in that round; "
+    "> 1 means the form is slower"
+)
+
+
+def comparison_table(measurements: Sequence[Measurement]) -> tuple[Table, list[str]]:
+    """The measurements as a table, one row per (V, implementation), and the errors.
 
     Columns: forward and forward+backward median in ms; on the row of a raw torch call, the
     ratio ``form / raw`` of the form it is compared with (above 1: the form is slower), the
-    median of the per-round ratios of the interleaved rounds. Failed cases show ``error`` and
-    their messages are listed under the table.
+    median of the per-round ratios of the interleaved rounds. Failed cases show ``error``;
+    their messages are returned beside the table.
 
     Args:
         measurements: as returned by [`run_benchmark`][].
 
     Returns:
-        The table, without a trailing newline.
+        The table (one section per ``V``) and one line per failed case.
     """
-    header = (
-        f"{'V':>6}  {'implementation':<32}{'fwd ms':>11}{'fwd+bwd ms':>12}"
-        f"{'form/raw fwd':>14}{'form/raw f+b':>14}"
-    )
-    lines = [header, "-" * len(header)]
+    columns = ("V", "implementation", "fwd ms", "fwd+bwd ms", "form/raw fwd", "form/raw f+b")
+    table = Table(columns, right=(0, 2, 3, 4, 5))
     errors: list[str] = []
-    vocabs = list(dict.fromkeys(m.vocab for m in measurements))
     names = list(dict.fromkeys(m.name for m in measurements))
-    for vocab in vocabs:
+    for vocab in dict.fromkeys(m.vocab for m in measurements):
         first = True
         for name in names:
             fwd = _find(measurements, name, vocab, "fwd")
@@ -261,23 +267,33 @@ def format_table(measurements: Sequence[Measurement]) -> str:
                 r_fwd = _ratio(_find(measurements, ref.form, vocab, "fwd"), fwd)
                 r_fb = _ratio(_find(measurements, ref.form, vocab, "fwd+bwd"), fb)
             label = name if ref.is_form else f"  vs {name}"
-            lines.append(
-                f"{vocab if first else '':>6}  {label:<32}{_ms(fwd):>11}{_ms(fb):>12}"
-                f"{_ratio_str(r_fwd):>14}{_ratio_str(r_fb):>14}"
-            )
+            table.add_row(
+                str(vocab) if first else "", label, _ms(fwd), _ms(fb), _ratio_str(r_fwd),
+                _ratio_str(r_fb),
+            )  # fmt: skip
             first = False
             errors.extend(
                 f"V={vocab} {m.name} {m.mode}: {m.error}" for m in (fwd, fb) if m and m.error
             )
-        lines.append("")
-    lines.append(
-        "form/raw: median over the interleaved rounds of (form time / raw time) in that round; "
-        "> 1 means the form is slower"
-    )
+        table.add_section()
+    return table, errors
+
+
+def format_table(measurements: Sequence[Measurement]) -> str:
+    """[`comparison_table`][] as plain text, with the ratio's meaning and the errors under it.
+
+    Args:
+        measurements: as returned by [`run_benchmark`][].
+
+    Returns:
+        The text, without a trailing newline.
+    """
+    table, errors = comparison_table(measurements)
+    lines = [table.plain().rstrip(), "", RATIO_NOTE]
     if errors:
         lines.append("errors:")
         lines.extend(f"  {e}" for e in errors)
-    return "\n".join(lines).rstrip()
+    return "\n".join(lines)
 
 
 def _ratio_detail(

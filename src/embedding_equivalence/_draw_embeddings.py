@@ -29,6 +29,7 @@ __all__ = [
     "draw_padding_idx",
     "draw_some_ids",
     "embedding_case",
+    "lookup_reason",
     "option_drawn",
 ]
 
@@ -154,7 +155,7 @@ def draw_bad_lookup(
     return BadLookup(tuple(values), dtype, position, padding_idx)
 
 
-def _embedding_reason(kind: str, bad: BadLookup, vocab_size: int) -> str:
+def lookup_reason(kind: str, bad: BadLookup, vocab_size: int) -> str:
     """Why the reference refuses an embedding call spoilt by [`draw_bad_lookup`][]."""
     if kind == "floating ids":
         return "floating-point ids"
@@ -190,7 +191,7 @@ def embedding_case(
         bad = draw_bad_lookup(draw, kind, draw_some_ids(draw, ids.values, v), v, ids.dtype)
         if bad.padding_idx is not None:
             kwargs["padding_idx"] = bad.padding_idx
-        reason = _embedding_reason(kind, bad, v)
+        reason = lookup_reason(kind, bad, v)
         ids = IdsRecipe(bad.values, shape, bad.dtype, b.device, "contiguous")
     note(
         f"case: V={v}, D={b.embedding_dim}, dtype={b.dtype}, device={b.device}, ids shape="

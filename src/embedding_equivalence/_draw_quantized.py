@@ -21,7 +21,7 @@ from hypothesis import note
 from hypothesis import strategies as st
 
 from ._cases import Call, IdsRecipe, dtype_source
-from ._draw_embeddings import draw_bad_lookup, draw_some_ids
+from ._draw_embeddings import draw_bad_lookup, draw_some_ids, lookup_reason
 from ._draw_tensors import SEEDS, Looks, Ranges, draw_basics, draw_ids
 from .forms.quantized import check_scheme
 
@@ -237,13 +237,7 @@ def quantized_case(
         kind = draw(st.sampled_from(QUANTIZED_INVALID_KINDS), label="invalid kind")
         shape = ids.shape if ids.values else (1,)
         bad = draw_bad_lookup(draw, kind, draw_some_ids(draw, ids.values, v), v, ids.dtype)
-        assert bad.position is not None or kind == "floating ids"
-        if kind == "floating ids":
-            reason = "floating-point ids"
-        else:
-            assert bad.position is not None
-            bad_id = bad.values[bad.position]
-            reason = f"id {bad_id} >= V = {v}" if bad_id >= v else f"negative id {bad_id}"
+        reason = lookup_reason(kind, bad, v)
         ids = IdsRecipe(bad.values, shape, bad.dtype, b.device, "contiguous")
     note(
         f"case: scheme={s.name}, V={v}, D={d}, dtype={b.dtype}, device={b.device}, ids shape="

@@ -48,7 +48,7 @@ from ._draw_quantized import QuantizedEmbeddingCase, QuantizedTableRecipe
 from ._draw_tensors import DEFAULT_MAX_ELEMENTS as _DEFAULT_MAX_ELEMENTS
 from ._draw_tensors import available_devices, supported_float_dtypes
 from .forms.options import BAG_MODES, BAG_OPTIONS, EMBEDDING_OPTIONS
-from .forms.quantized import SCHEMES as _SCHEMES
+from .forms.quantized import check_scheme as _check_scheme
 
 __all__ = [
     "BAG_INVALID_KINDS",
@@ -517,11 +517,10 @@ def quantized_embedding_cases(
             ``"int8"``, an odd fixed ``D`` for ``"uint4"``, or the arguments that
             [`embedding_cases`][] refuses.
     """
-    if scheme not in _SCHEMES:
-        raise InvalidArgument(
-            f"scheme={scheme!r} is not a quantization scheme; choose one of "
-            f"{', '.join(repr(s) for s in _SCHEMES)}"
-        )
+    try:
+        _check_scheme(scheme, "quantized_embedding_cases")
+    except ValueError as exc:
+        raise InvalidArgument(str(exc)) from None
     if symmetric and scheme != "int8":
         raise InvalidArgument(f"symmetric=True applies to scheme='int8' only, not {scheme!r}")
     if scheme == "uint4" and isinstance(embedding_dim, int) and embedding_dim % 2:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -547,6 +547,36 @@ def _calibration(payload: dict[str, Any]) -> str:
     return f'<details class="note"><summary>{summary}</summary>{"".join(parts)}</details>'
 
 
+def _sweep_axes(ax: Any, mode: str) -> None:
+    """Log axes over ``V`` with plain tick labels, titled by the mode."""
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    log_tick_labels(ax.xaxis, 10)
+    log_tick_labels(ax.yaxis, 10)
+    ax.set_xlabel("vocabulary size V")
+    ax.set_title(_MODE_TITLES[mode])
+    tidy_axes(ax)
+
+
+def _finish_sweep(fig: Figure, axes: Any, ylabel: str, dashed: str, title: str) -> Figure:
+    """The y label, one legend under both panels (``dashed`` names the dashed lines), a title."""
+    axes[0].set_ylabel(ylabel)
+    axes[1].plot([], [], "k--", lw=1, label=f"{dashed} (dashed)")
+    fig.legend(
+        *axes[1].get_legend_handles_labels(), loc="outside lower center", ncols=3, frameon=False
+    )
+    fig.suptitle(title)
+    fig.set_layout_engine("constrained")
+    return fig
+
+
+def _rendered(draw: Callable[[], Figure | None], name: str, label: str) -> str | None:
+    """``draw()`` in the shared style, as an inline SVG, or ``None`` when nothing was drawn."""
+    with figure_style(_FIGURE_WIDTH):  # titles, labels and legends take the shared sizes
+        fig = draw()
+    return None if fig is None else render_svg(fig, name, label)
+
+
 def _draw_time(payload: dict[str, Any]) -> Figure | None:
     """Every form over the ``V`` sweep: measured (markers) and modelled (dashed), per mode."""
     results = payload["results"]
@@ -567,33 +597,17 @@ def _draw_time(payload: dict[str, Any]) -> Figure | None:
                 drawn = True
             if model:
                 ax.plot(*zip(*model, strict=True), ls="--", lw=1, color=colour, alpha=0.8)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        log_tick_labels(ax.xaxis, 10)
-        log_tick_labels(ax.yaxis, 10)
-        ax.set_xlabel("vocabulary size V")
-        ax.set_title(_MODE_TITLES[mode])
-        tidy_axes(ax)
+        _sweep_axes(ax, mode)
     if not drawn:
         return None
-    axes[0].set_ylabel("ms per call")
-    axes[1].plot([], [], "k--", lw=1, label="model (dashed)")
-    fig.legend(
-        *axes[1].get_legend_handles_labels(), loc="outside lower center", ncols=3, frameon=False
+    return _finish_sweep(
+        fig, axes, "ms per call", "model", f"Time per call over the V sweep, N = {n:,}, D = {d:,}"
     )
-    fig.suptitle(f"Time per call over the V sweep, N = {n:,}, D = {d:,}")
-    fig.set_layout_engine("constrained")
-    return fig
 
 
 def _time_figure(payload: dict[str, Any]) -> str | None:
-    with figure_style(_FIGURE_WIDTH):  # titles, labels and legends take the shared sizes
-        fig = _draw_time(payload)
-    return (
-        None
-        if fig is None
-        else render_svg(fig, "bench-time", "time per call of every form against V, with the model")
-    )
+    label = "time per call of every form against V, with the model"
+    return _rendered(lambda: _draw_time(payload), "bench-time", label)
 
 
 def _draw_agreement(payload: dict[str, Any], band: tuple[float, float]) -> Figure | None:
@@ -647,13 +661,8 @@ def _draw_agreement(payload: dict[str, Any], band: tuple[float, float]) -> Figur
 
 
 def _agreement_figure(payload: dict[str, Any], band: tuple[float, float]) -> str | None:
-    with figure_style(_FIGURE_WIDTH):  # titles, labels and legends take the shared sizes
-        fig = _draw_agreement(payload, band)
-    return (
-        None
-        if fig is None
-        else render_svg(fig, "bench-model", "measured against modelled time of every case")
-    )
+    label = "measured against modelled time of every case"
+    return _rendered(lambda: _draw_agreement(payload, band), "bench-model", label)
 
 
 def _draw_memory(payload: dict[str, Any]) -> Figure | None:
@@ -678,31 +687,19 @@ def _draw_memory(payload: dict[str, Any]) -> Figure | None:
                 ax.plot(*zip(*peak, strict=True), color=colour, label=form, **_line(form))
             if analytic:
                 ax.plot(*zip(*analytic, strict=True), ls="--", lw=1, color=colour, alpha=0.8)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        log_tick_labels(ax.xaxis, 10)
-        log_tick_labels(ax.yaxis, 10)
-        ax.set_xlabel("vocabulary size V")
-        ax.set_title(_MODE_TITLES[mode])
-        tidy_axes(ax)
-    axes[0].set_ylabel("MiB beyond the inputs")
-    axes[1].plot([], [], "k--", lw=1, label="analytic (dashed)")
-    fig.legend(
-        *axes[1].get_legend_handles_labels(), loc="outside lower center", ncols=3, frameon=False
+        _sweep_axes(ax, mode)
+    return _finish_sweep(
+        fig,
+        axes,
+        "MiB beyond the inputs",
+        "analytic",
+        f"Peak memory over the V sweep, N = {n:,}, D = {d:,}",
     )
-    fig.suptitle(f"Peak memory over the V sweep, N = {n:,}, D = {d:,}")
-    fig.set_layout_engine("constrained")
-    return fig
 
 
 def _memory_figure(payload: dict[str, Any]) -> str | None:
-    with figure_style(_FIGURE_WIDTH):  # titles, labels and legends take the shared sizes
-        fig = _draw_memory(payload)
-    return (
-        None
-        if fig is None
-        else render_svg(fig, "bench-memory", "peak memory of every form against V, with the count")
-    )
+    label = "peak memory of every form against V, with the count"
+    return _rendered(lambda: _draw_memory(payload), "bench-memory", label)
 
 
 def _figure(svg: str | None, caption: str) -> list[str]:

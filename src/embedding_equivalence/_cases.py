@@ -20,6 +20,7 @@ __all__ = [
     "EmbeddingBagCase",
     "EmbeddingCase",
     "IdsRecipe",
+    "IdsRun",
     "WeightRecipe",
     "dtype_source",
     "float_source",
@@ -64,6 +65,9 @@ class WeightRecipe:
         layout: one of ``"contiguous"``, ``"transposed"`` (a ``.t()`` view of a ``(D, V)``
             tensor), ``"sliced"`` (every other column of a ``(V, 2D)`` tensor) or ``"offset"``
             (rows ``1..V`` of a ``(V + 1, D)`` tensor).
+        native: draw the values in ``dtype`` itself rather than in float64 and cast: a large
+            table (past 2**31 elements, say) is then built without a float64 copy, at its own
+            size. The rows stay distinguishable: each holds ``D`` independent normal draws.
     """
 
     num_embeddings: int
@@ -73,14 +77,25 @@ class WeightRecipe:
     seed: int = 0
     specials: tuple[tuple[int, int, float], ...] = ()
     layout: str = "contiguous"
+    native: bool = False
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of the ``(V, D)`` table in its dtype."""
+        size = torch.empty((), dtype=self.dtype).element_size()
+        return self.num_embeddings * self.embedding_dim * size
 
     def values(self) -> torch.Tensor:
         """The table's values as a contiguous CPU tensor of ``dtype``."""
         v, d = self.num_embeddings, self.embedding_dim
-        w = torch.randn(v, d, generator=_generator(self.seed), dtype=torch.float64).to(self.dtype)
+        if self.native:
+            w = torch.randn(v, d, generator=_generator(self.seed), dtype=self.dtype)
+        else:
+            w = torch.randn(v, d, generator=_generator(self.seed), dtype=torch.float64)
+            w = w.to(self.dtype)
         # A draw in (-3e-8, 0) underflows to -0.0 in float16; -0.0 + 0.0 == +0.0, so the
-        # only -0.0 entries are the drawn specials.
-        w = w + 0.0
+        # only -0.0 entries are the drawn specials (in place: a large table is not copied).
+        w.add_(0.0)
         for row, col, value in self.specials:
             w[row, col] = value
         return w
@@ -115,10 +130,13 @@ class WeightRecipe:
     def source(self, name: str = "weight") -> str:
         """Python that rebuilds the tensor exactly (assumes ``import torch``)."""
         v, d, dt = self.num_embeddings, self.embedding_dim, dtype_source(self.dtype)
-        lines = [
-            f"{name} = torch.randn({v}, {d}, dtype=torch.float64, "
-            f"generator=torch.Generator().manual_seed({self.seed})).to({dt}) + 0.0"
-        ]
+        generator = f"generator=torch.Generator().manual_seed({self.seed})"
+        if self.native:
+            lines = [f"{name} = torch.randn({v}, {d}, dtype={dt}, {generator}).add_(0.0)"]
+        else:
+            lines = [
+                f"{name} = torch.randn({v}, {d}, dtype=torch.float64, {generator}).to({dt}) + 0.0"
+            ]
         lines += [f"{name}[{r}, {c}] = {float_source(x)}" for r, c, x in self.specials]
         if self.device != "cpu":
             lines.append(f"{name} = {name}.to({self.device!r})")
@@ -138,6 +156,51 @@ class WeightRecipe:
 
 
 @dataclass(frozen=True)
+class IdsRun:
+    """``count`` ids ``(start + step * i) % modulo`` for ``i`` in ``range(count)``.
+
+    A long input (a boundary example has up to 2**17 ids) is written as a few runs, so that
+    its snippet is a short expression rather than thousands of literals.
+
+    Attributes:
+        start: the first id.
+        count: how many ids.
+        step: the difference between neighbours.
+        modulo: wrap the ids into ``[0, modulo)``, or ``None``.
+    """
+
+    start: int
+    count: int
+    step: int = 1
+    modulo: int | None = None
+
+    def values(self) -> list[int]:
+        """The ids as Python ints."""
+        ids = [self.start + self.step * i for i in range(self.count)]
+        return ids if self.modulo is None else [i % self.modulo for i in ids]
+
+    def tensor(self, dtype: torch.dtype) -> torch.Tensor:
+        """The ids as a 1-D CPU tensor of ``dtype``."""
+        if self.count <= 8:
+            return torch.tensor(self.values(), dtype=torch.int64).to(dtype)
+        ids = torch.arange(self.count, dtype=torch.int64) * self.step + self.start
+        return (ids if self.modulo is None else ids % self.modulo).to(dtype)
+
+    def source(self) -> str:
+        """Python for the same ids as an int64 tensor."""
+        if self.count <= 8:
+            return f"torch.tensor({self.values()!r})"
+        text = f"torch.arange({self.count})"
+        if self.step != 1:
+            text += f" * {self.step}"
+        if self.start:
+            text += f" + {self.start}"
+        if self.modulo is not None:
+            text = f"({text}) % {self.modulo}"
+        return text
+
+
+@dataclass(frozen=True)
 class IdsRecipe:
     """Integer ids (or, for an invalid case, floats) given by their values and shape.
 
@@ -149,6 +212,8 @@ class IdsRecipe:
         layout: ``"contiguous"``, ``"transposed"`` (last two dims stored swapped),
             ``"sliced"`` (every other element of a wider tensor) or ``"expanded"`` (a size-1
             leading dim broadcast with stride 0; ``values`` then repeat).
+        runs: ``values`` as [`IdsRun`][]s (see [`from_runs`][]), so that the tensor and its
+            source are short expressions; empty for ids given by their values alone.
     """
 
     values: tuple[int, ...]
@@ -156,10 +221,29 @@ class IdsRecipe:
     dtype: torch.dtype = torch.int64
     device: str = "cpu"
     layout: str = "contiguous"
+    runs: tuple[IdsRun, ...] = field(default=(), compare=False, repr=False)
+
+    @classmethod
+    def from_runs(
+        cls,
+        runs: tuple[IdsRun, ...],
+        shape: tuple[int, ...] | None = None,
+        dtype: torch.dtype = torch.int64,
+        device: str = "cpu",
+        layout: str = "contiguous",
+    ) -> IdsRecipe:
+        """The ids of ``runs`` one after the other, in ``shape`` (default 1-D)."""
+        values = tuple(i for run in runs for i in run.values())
+        return cls(values, (len(values),) if shape is None else shape, dtype, device, layout, runs)
+
+    def _tensor(self) -> torch.Tensor:
+        if not self.runs:
+            return torch.tensor(self.values, dtype=self.dtype)
+        return torch.cat([run.tensor(self.dtype) for run in self.runs])
 
     def build(self) -> torch.Tensor:
         """Make the ids tensor on ``device`` in ``layout``."""
-        t = torch.tensor(self.values, dtype=self.dtype).reshape(self.shape).to(self.device)
+        t = self._tensor().reshape(self.shape).to(self.device)
         if self.layout == "contiguous" or len(self.shape) == 0:
             return t
         if self.layout == "transposed":
@@ -178,13 +262,18 @@ class IdsRecipe:
     def source(self, name: str = "input") -> str:
         """Python that rebuilds the tensor exactly (assumes ``import torch``)."""
         dt = dtype_source(self.dtype)
-        if self.dtype.is_floating_point:
-            vals = "[" + ", ".join(float_source(float(x)) for x in self.values) + "]"
-        else:
-            vals = repr(list(self.values))
         shape = repr(tuple(self.shape))
         dev = f".to({self.device!r})" if self.device != "cpu" else ""
-        line = f"{name} = torch.tensor({vals}, dtype={dt}).reshape({shape}){dev}"
+        if self.runs:
+            parts = [run.source() for run in self.runs]
+            ids = parts[0] if len(parts) == 1 else "torch.cat([" + ", ".join(parts) + "])"
+            line = f"{name} = {ids}.to({dt}).reshape({shape}){dev}"
+        else:
+            if self.dtype.is_floating_point:
+                vals = "[" + ", ".join(float_source(float(x)) for x in self.values) + "]"
+            else:
+                vals = repr(list(self.values))
+            line = f"{name} = torch.tensor({vals}, dtype={dt}).reshape({shape}){dev}"
         if self.layout == "transposed" and len(self.shape) >= 2:
             line += f"\n{name} = {name}.transpose(-1, -2).contiguous().transpose(-1, -2)"
         elif self.layout == "sliced" and len(self.shape) >= 1:

@@ -196,7 +196,7 @@ class IdsRun:
         if self.start:
             text += f" + {self.start}"
         if self.modulo is not None:
-            text = f"({text}) % {self.modulo}"
+            text = f"({text}) % {self.modulo}" if " " in text else f"{text} % {self.modulo}"
         return text
 
 

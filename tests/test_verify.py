@@ -21,14 +21,14 @@ def _negative_ids_wrap(input: torch.Tensor, weight: torch.Tensor) -> torch.Tenso
 def test_report_of_a_passing_candidate() -> None:
     report = ee.verify_embedding(ee.lookup_embedding, max_examples=20, seed=3)
     assert report.passed
-    assert report.examples == 20
+    assert report.examples == 20 + report.boundary_examples
     assert report.counterexample is None
     assert report.failure is None
     assert 0.0 <= report.worst_error <= 1.0
     assert report.seed == 3
     assert report.examples_per_second > 0
     report.raise_for_failure()  # no-op
-    assert "PASSED after 20 examples" in str(report)
+    assert f"PASSED after {report.examples} examples ({report.boundary_examples} at" in str(report)
 
 
 # Seed 3 draws a negative id among its invalid examples (seeds 0 to 2, with 100 examples, do
@@ -52,7 +52,7 @@ def test_the_counterexample_runs() -> None:
     assert report.counterexample is not None
     namespace: dict[str, Any] = {}
     exec(report.counterexample, namespace)  # imports the candidate from this module
-    assert namespace["out"].shape == (1,)  # the candidate accepted a negative id
+    assert namespace["out"].shape == (1, 1)  # the candidate accepted the boundary example [-1]
 
 
 def test_the_seed_replays_the_run() -> None:

@@ -65,9 +65,10 @@ class WeightRecipe:
         layout: one of ``"contiguous"``, ``"transposed"`` (a ``.t()`` view of a ``(D, V)``
             tensor), ``"sliced"`` (every other column of a ``(V, 2D)`` tensor) or ``"offset"``
             (rows ``1..V`` of a ``(V + 1, D)`` tensor).
-        native: draw the values in ``dtype`` itself rather than in float64 and cast: a large
-            table (past 2**31 elements, say) is then built without a float64 copy, at its own
-            size. The rows stay distinguishable: each holds ``D`` independent normal draws.
+        native: draw the values in ``dtype`` itself, uniformly in ``[-1, 1)``, rather than
+            ``N(0, 1)`` in float64 and cast: a large table (past 2**31 elements, say) is then
+            built without a float64 copy, at its own size and in a third of the time. The rows
+            stay distinguishable: each holds ``D`` independent draws.
     """
 
     num_embeddings: int
@@ -89,7 +90,7 @@ class WeightRecipe:
         """The table's values as a contiguous CPU tensor of ``dtype``."""
         v, d = self.num_embeddings, self.embedding_dim
         if self.native:
-            w = torch.randn(v, d, generator=_generator(self.seed), dtype=self.dtype)
+            w = torch.empty(v, d, dtype=self.dtype).uniform_(-1, 1, generator=_generator(self.seed))
         else:
             w = torch.randn(v, d, generator=_generator(self.seed), dtype=torch.float64)
             w = w.to(self.dtype)
@@ -132,7 +133,9 @@ class WeightRecipe:
         v, d, dt = self.num_embeddings, self.embedding_dim, dtype_source(self.dtype)
         generator = f"generator=torch.Generator().manual_seed({self.seed})"
         if self.native:
-            lines = [f"{name} = torch.randn({v}, {d}, dtype={dt}, {generator}).add_(0.0)"]
+            lines = [
+                f"{name} = torch.empty({v}, {d}, dtype={dt}).uniform_(-1, 1, {generator}).add_(0.0)"
+            ]
         else:
             lines = [
                 f"{name} = torch.randn({v}, {d}, dtype=torch.float64, {generator}).to({dt}) + 0.0"
@@ -264,7 +267,7 @@ class IdsRecipe:
         dt = dtype_source(self.dtype)
         shape = repr(tuple(self.shape))
         dev = f".to({self.device!r})" if self.device != "cpu" else ""
-        if self.runs:
+        if self.runs and len(self.values) > 16:  # long: a short expression, not literals
             parts = [run.source() for run in self.runs]
             ids = parts[0] if len(parts) == 1 else "torch.cat([" + ", ".join(parts) + "])"
             line = f"{name} = {ids}.to({dt}).reshape({shape}){dev}"

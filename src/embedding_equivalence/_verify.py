@@ -12,7 +12,7 @@ import dataclasses
 import math
 import random
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import Flaky, InvalidArgument
 
 from . import strategies as ees
+from ._boundaries import Boundary, embedding_boundaries, run_boundaries
 from ._cases import EmbeddingBagCase, EmbeddingCase
 from ._check import (
     AbortRun,
@@ -81,6 +82,9 @@ class VerificationReport:
         options: the options exercised.
         dtypes: the dtypes drawn from.
         devices: the devices drawn from.
+        boundary: for a failure in the boundary phase, which boundary it crossed (e.g.
+            ``"fails from N = 769; passes at 768"``); ``None`` otherwise.
+        boundary_examples: how many boundary examples ran (0 with ``boundaries=False``).
         extra: further facts about the run: ``verify_embedding_bag``'s ``modes``; for a
             ``torch.compile``d candidate ``compiled_examples``, ``eager_fallbacks`` and
             ``fallback_reasons`` (examples during which dynamo gave up on a frame, by reason).
@@ -97,6 +101,8 @@ class VerificationReport:
     options: tuple[str, ...] = ()
     dtypes: tuple[torch.dtype, ...] = ()
     devices: tuple[str, ...] = ()
+    boundary: str | None = None
+    boundary_examples: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -130,7 +136,9 @@ class VerificationReport:
     def __str__(self) -> str:
         status = "PASSED" if self.passed else "FAILED"
         head = (
-            f"{self.candidate}: {status} after {self.examples} examples in {self.elapsed:.1f} s "
+            f"{self.candidate}: {status} after {self.examples} examples"
+            + (f" ({self.boundary_examples} at boundaries)" if self.boundary_examples else "")
+            + f" in {self.elapsed:.1f} s "
             f"(seed={self.seed}, options={list(self.options)}, "
             f"dtypes={[str(d).removeprefix('torch.') for d in self.dtypes]}, "
             f"devices={list(self.devices)})"
@@ -139,7 +147,8 @@ class VerificationReport:
         if self.passed:
             what = "gradient error" if self.extra.get("scheme") is None else "error"
             return head + f"; worst {what} {self.worst_error:.3g} of the bound"
-        return f"{head}\n{self.failure}\n\nMinimal counterexample:\n{self.counterexample}"
+        crossed = f"\nBoundary example: {self.boundary}" if self.boundary else ""
+        return f"{head}{crossed}\n{self.failure}\n\nMinimal counterexample:\n{self.counterexample}"
 
 
 def _resolve(
@@ -235,8 +244,9 @@ def run_verification(
     runner: Runner = run_in_process,
     snippet: Snippet = case_snippet,
     transforms: Sequence[str] = (),
+    boundaries: Iterable[Boundary] = (),
 ) -> VerificationReport:
-    """Run the engine over ``cases`` with Hypothesis and summarize the outcome.
+    """Run the boundary examples, then the engine over ``cases`` with Hypothesis; summarize.
 
     Args:
         candidate: the kernel under test.
@@ -252,6 +262,8 @@ def run_verification(
         runner: how the candidate is run.
         snippet: writes the counterexample's replay snippet.
         transforms: also check ``jvp`` and/or ``vmap`` on each valid case.
+        boundaries: the fixed boundary examples, checked first (see
+            [`embedding_equivalence._boundaries`][]); a failure there ends the run.
 
     Returns:
         The report.
@@ -264,11 +276,28 @@ def run_verification(
         "worst": 0.0,
         "last": None,
         "current": None,
+        "boundary_examples": 0,
     }
 
     compiled = CompiledRunner(runner) if is_compiled(candidate) else None
     if compiled is not None:
         runner = compiled
+
+    def check_one(case: CheckableCase) -> float:
+        worst = check_case(
+            candidate, case, oracle_for, backward=backward, runner=runner, snippet=snippet
+        )
+        if transforms and case.invalid is None and _small(case):
+            check_transforms(candidate, case, oracle_for, transforms, candidate_source(candidate))
+        return worst
+
+    def check_boundary(case: CheckableCase) -> None:
+        state["current"] = case
+        state["worst"] = max(state["worst"], check_one(case))
+
+    def count_boundary() -> None:
+        state["examples"] += 1
+        state["boundary_examples"] += 1
 
     @settings(
         max_examples=max_examples,
@@ -286,13 +315,7 @@ def run_verification(
             state["examples"] += 1
         state["current"] = case
         try:
-            worst = check_case(
-                candidate, case, oracle_for, backward=backward, runner=runner, snippet=snippet
-            )
-            if transforms and case.invalid is None:
-                check_transforms(
-                    candidate, case, oracle_for, transforms, candidate_source(candidate)
-                )
+            worst = check_one(case)
         except AssertionError as exc:
             state["failed"] = True
             state["last"] = (case, exc)
@@ -306,8 +329,13 @@ def run_verification(
     flaky = False
     aborted: AbortRun | None = None
     compiling = compiled_context() if compiled else contextlib.nullcontext()
+    crossed: str | None = None
     with preserved_global_state(), replayable_draws(), compiling:
         try:
+            found = run_boundaries(boundaries, check_boundary, count_boundary)
+            if found is not None:
+                state["last"], crossed = (found.case, found.error), found.crossed
+                raise found.error
             hypothesis_seed(run_seed)(run)()
             passed = True
         except AssertionError:
@@ -360,8 +388,16 @@ def run_verification(
         options=options,
         dtypes=dtypes,
         devices=devices,
+        boundary=crossed,
+        boundary_examples=state["boundary_examples"],
         extra=extra,
     )
+
+
+def _small(case: CheckableCase) -> bool:
+    """Whether a case is small enough for the transforms (a batch of tables, tangents)."""
+    weight = getattr(case, "weight", None)
+    return weight is None or weight.num_embeddings * weight.embedding_dim <= 1 << 16
 
 
 def verify_embedding(
@@ -377,6 +413,7 @@ def verify_embedding(
     dims: SizeSpec = None,
     num_ids: SizeSpec = None,
     transforms: Sequence[str] = (),
+    boundaries: bool = True,
 ) -> VerificationReport:
     """Verify that ``candidate`` is the embedding function, forward and backward.
 
@@ -412,6 +449,11 @@ def verify_embedding(
         transforms: also check forward-mode AD and/or ``torch.func.vmap``, from
             ``("jvp", "vmap")``: the tangent of the output along a tangent table must be the
             lookup of that table, and a batch of tables must give each table's lookup.
+        boundaries: first run the fixed boundary examples (sizes at ``2**k - 1``, ``2**k``
+            and ``2**k + 1`` up to N = 2**17 ids, D = 2**13, V = 2**24 rows and 2**16 repeats
+            of one id; edge shapes and layouts; bad input at its edges; each combination of
+            the options), the same under every seed; see
+            [Boundary examples](../verify.md#boundary-examples).
 
     Returns:
         A [`VerificationReport`][]; call ``.raise_for_failure()`` to turn a failure into
@@ -446,6 +488,7 @@ def verify_embedding(
         candidate, cases, EmbeddingOracle.for_call, backward=backward, options=opts,
         dtypes=dts, devices=devs, max_examples=max_examples, seed=seed,
         transforms=check_transforms_argument(transforms),
+        boundaries=embedding_boundaries(opts, dts, devs) if boundaries else (),
     )  # fmt: skip
 
 

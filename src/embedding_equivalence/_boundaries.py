@@ -1,0 +1,431 @@
+"""Boundary examples: the sizes and edges where embedding kernels break, checked in every run.
+
+Real embedding kernels break past a size: a launch grid of ``numel // BLOCK`` programs drops
+the last partial block, a column loop in vectors of 128 drops the tail of a width, a per-row
+counter kept in a byte wraps at 256 repeats, a padding row learns only for inputs longer than
+768 (pytorch#28716), lookups come back zero past a width of 1,024 (torchrec#3673). Random
+small examples do not reach those sizes, so whether a run catches such a bug would depend on
+its seed. Every verifier therefore runs this fixed phase first, the same under every seed:
+
+- **edges**: 0-d, empty and multi-dimensional ids, non-contiguous ids and tables, in every
+  dtype requested;
+- **options**: each requested option and each combination of them, on a 0-d id (the padding
+  row) and on a short input with repeats;
+- **bad input** at its edges (CPU only): id ``-1``, id ``V``, the most negative id of the
+  index dtype, a bad id in the last position of a long input, floating ids, ``padding_idx``
+  at ``-V - 1`` and ``V``;
+- **axes**, one at a time while the others stay small: the count of one repeated id, the
+  width ``D``, the number of ids ``N`` and the vocabulary ``V`` at ``2**k - 1``, ``2**k`` and
+  ``2**k + 1`` up to [`LIMITS`][], ids ``0`` and ``V - 1`` included.
+
+The dtypes (and devices) requested take turns along each axis, so that the phase stays cheap
+and every dtype meets sizes past every power of two. The lists are data, here, read by every
+verifier: [`embedding_boundaries`][], [`bag_boundaries`][] and [`quantized_boundaries`][] turn
+them into cases, and [`run_boundaries`][] checks them in order. A failure on an axis is
+narrowed down to the first failing size by bisection (``fails from N = 769; passes at 768``),
+and the options of the failing case are dropped one by one while it still fails.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ._cases import EmbeddingCase, IdsRecipe, IdsRun, WeightRecipe
+
+__all__ = [
+    "LIMITS",
+    "Boundary",
+    "BoundaryFailure",
+    "around_powers_of_two",
+    "embedding_boundaries",
+    "option_sets",
+    "run_boundaries",
+]
+
+#: The largest size of each axis, the sizes users run: ids in one call, width, rows, repeats
+#: of one id, ids in one bag and bags in one call.
+LIMITS: dict[str, int] = {
+    "N": 2**17,
+    "D": 2**13,
+    "V": 2**24,
+    "repeats": 2**16,
+    "bag length": 2**16,
+    "bags": 2**17,
+}
+#: Tables past this many elements are drawn in their own dtype (no float64 copy).
+NATIVE_ELEMENTS = 1 << 20
+#: Fixed seeds of the boundary tables and upstream gradients (the phase never draws).
+_TABLE_SEED = 20_240_531
+_GRAD_SEED = 7
+
+
+def around_powers_of_two(limit: int) -> tuple[int, ...]:
+    """``2**k - 1``, ``2**k`` and ``2**k + 1`` for every ``k``, from 1 up to ``limit``."""
+    values = {1}
+    k = 1
+    while (1 << k) - 1 <= limit:
+        values.update(x for x in ((1 << k) - 1, 1 << k, (1 << k) + 1) if x <= limit)
+        k += 1
+    return tuple(sorted(values))
+
+
+@dataclass(frozen=True)
+class Boundary:
+    """One boundary example: a case, and where it stands.
+
+    Attributes:
+        axis: ``"N"``, ``"D"``, ``"V"``, ``"repeats"``, ``"bag length"``, ``"bags"`` for a
+            size, or ``"edge"``, ``"options"``, ``"bad input"`` for a named edge.
+        value: the size on a size axis (``None`` on a named edge).
+        what: the edge in words, e.g. ``"0-d ids"`` or ``"id -1"``.
+        case: the case to check.
+        make: rebuilds the case at another size of the same axis (bisection), or ``None``.
+    """
+
+    axis: str
+    value: int | None
+    what: str
+    case: Any
+    make: Callable[[int], Any] | None = None
+
+    @property
+    def label(self) -> str:
+        """``N = 1,025`` on a size axis, else the edge's description."""
+        return self.what if self.value is None else f"{self.axis} = {self.value:,}"
+
+
+def option_sets(options: Sequence[str], exclusive: Sequence[tuple[str, str]] = ()) -> list[tuple]:
+    """Every non-empty combination of ``options``, but pairs that cannot be combined.
+
+    Args:
+        options: the requested options, in the order given.
+        exclusive: pairs never combined (``sparse`` with ``scale_grad_by_freq``).
+
+    Returns:
+        The combinations, smallest first.
+    """
+    sets = []
+    for size in range(1, len(options) + 1):
+        for combo in itertools.combinations(options, size):
+            if any(a in combo and b in combo for a, b in exclusive):
+                continue
+            sets.append(combo)
+    return sets
+
+
+def _largest_set(options: Sequence[str], exclusive: Sequence[tuple[str, str]]) -> tuple:
+    """The requested options with the second of each exclusive pair left out."""
+    dropped = {b for a, b in exclusive if a in options and b in options}
+    return tuple(o for o in options if o not in dropped)
+
+
+_EMBEDDING_EXCLUSIVE = (("scale_grad_by_freq", "sparse"),)
+
+
+def _lookup_kwargs(options: Sequence[str], padding_row: int) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {}
+    if "padding_idx" in options:
+        kwargs["padding_idx"] = padding_row
+    if "max_norm" in options:
+        kwargs["max_norm"] = 1.0
+        kwargs["norm_type"] = 2.0
+    if "scale_grad_by_freq" in options:
+        kwargs["scale_grad_by_freq"] = True
+    if "sparse" in options:
+        kwargs["sparse"] = True
+    return kwargs
+
+
+def _table(
+    v: int, d: int, dtype: torch.dtype, device: str, layout: str = "contiguous"
+) -> WeightRecipe:
+    native = v * d > NATIVE_ELEMENTS
+    return WeightRecipe(v, d, dtype, device, _TABLE_SEED + v + d, (), layout, native)
+
+
+@dataclass(frozen=True)
+class _Turns:
+    """Who takes the next example's turn: the dtypes, index dtypes and devices in rotation."""
+
+    dtypes: tuple[torch.dtype, ...]
+    devices: tuple[str, ...]
+
+    def at(self, i: int) -> tuple[torch.dtype, torch.dtype, str]:
+        dtype = self.dtypes[i % len(self.dtypes)]
+        index = (torch.int64, torch.int32)[(i // len(self.dtypes)) % 2]
+        device = self.devices[(i // (2 * len(self.dtypes))) % len(self.devices)]
+        return dtype, index, device
+
+
+def _embedding(
+    runs: tuple[IdsRun, ...],
+    v: int,
+    d: int,
+    kwargs: dict[str, Any],
+    dtype: torch.dtype,
+    index: torch.dtype,
+    device: str,
+    *,
+    shape: tuple[int, ...] | None = None,
+    ids_layout: str = "contiguous",
+    table_layout: str = "contiguous",
+    invalid: str | None = None,
+) -> EmbeddingCase:
+    ids = IdsRecipe.from_runs(runs, shape, index, device, ids_layout)
+    table = _table(v, d, dtype, device, table_layout)
+    return EmbeddingCase(ids, table, kwargs, _GRAD_SEED, invalid)
+
+
+def _size_axis(
+    axis: str,
+    turns: _Turns,
+    make: Callable[[int, torch.dtype, torch.dtype, str], Any],
+    values: Sequence[int] | None = None,
+) -> Iterator[Boundary]:
+    for i, value in enumerate(values if values is not None else around_powers_of_two(LIMITS[axis])):
+        dtype, index, device = turns.at(i)
+
+        def remake(x: int, dtype=dtype, index=index, device=device) -> Any:
+            return make(x, dtype, index, device)
+
+        yield Boundary(axis, value, "", make(value, dtype, index, device), remake)
+
+
+def embedding_boundaries(
+    options: Sequence[str], dtypes: Sequence[torch.dtype], devices: Sequence[str]
+) -> Iterator[Boundary]:
+    """The boundary examples of ``F.embedding``, in the order they run.
+
+    Args:
+        options: the requested options (``padding_idx``, ``max_norm``, ...).
+        dtypes: the table dtypes requested.
+        devices: the devices requested (bad input only on the CPU).
+
+    Yields:
+        [`Boundary`][] examples: edges, options, bad input, then the size axes.
+    """
+    turns = _Turns(tuple(dtypes), tuple(devices))
+    all_options = _largest_set(options, _EMBEDDING_EXCLUSIVE)
+    # Edges, in every dtype: shapes and layouts of the ids, layouts of the table.
+    edges: list[tuple[str, tuple[IdsRun, ...], tuple[int, ...] | None, str, str]] = [
+        ("0-d ids", (IdsRun(2, 1),), (), "contiguous", "contiguous"),
+        ("empty ids", (), (0,), "contiguous", "contiguous"),
+        ("empty 2-d ids", (), (0, 3), "contiguous", "contiguous"),
+        ("2-d ids", (IdsRun(0, 6, 1, 3),), (2, 3), "contiguous", "contiguous"),
+        ("3-d ids", (IdsRun(0, 12, 2, 5),), (2, 2, 3), "contiguous", "contiguous"),
+        ("transposed ids", (IdsRun(0, 15, 1, 5),), (3, 5), "transposed", "contiguous"),
+        ("sliced ids", (IdsRun(4, 9, -1, 5),), None, "sliced", "contiguous"),
+        ("expanded ids", (IdsRun(3, 12, 0),), (4, 3), "expanded", "contiguous"),
+        ("transposed table", (IdsRun(0, 7, 3, 5),), None, "contiguous", "transposed"),
+        ("sliced table", (IdsRun(0, 7, 3, 5),), None, "contiguous", "sliced"),
+        ("offset table", (IdsRun(0, 7, 3, 5),), None, "contiguous", "offset"),
+    ]
+    for i, (what, runs, shape, ids_layout, table_layout) in enumerate(edges):
+        for j, dtype in enumerate(turns.dtypes):
+            _, index, device = turns.at(i + j)
+            kwargs = _lookup_kwargs(all_options, 2)
+            case = _embedding(
+                runs, 5, 3, kwargs, dtype, index, device, shape=shape, ids_layout=ids_layout,
+                table_layout=table_layout,
+            )  # fmt: skip
+            yield Boundary("edge", None, f"{what} ({_name(dtype)})", case)
+    # Each combination of the options, on a 0-d padding id and a short input with repeats.
+    for k, combo in enumerate(option_sets(options, _EMBEDDING_EXCLUSIVE)):
+        for j, dtype in enumerate(turns.dtypes):
+            _, index, device = turns.at(k + j)
+            for padding, runs, shape in ((1, (IdsRun(1, 1),), ()), (-1, _REPEATS, None)):
+                kwargs = _lookup_kwargs(combo, padding)
+                case = _embedding(runs, 3, 4, kwargs, dtype, index, device, shape=shape)
+                ids = "0-d id" if shape == () else "ids [0, 2, 2, 1, 2]"
+                yield Boundary("options", None, f"{', '.join(combo)} on {ids} ({_name(dtype)})",
+                               case)  # fmt: skip
+    yield from _bad_lookups(options, turns, _bad_embedding)
+    # The size axes, one at a time, every requested option on.
+
+    def repeats(k: int, dtype: torch.dtype, index: torch.dtype, device: str) -> EmbeddingCase:
+        runs = (IdsRun(1, k, 0), IdsRun(2, 1))  # row 1 k times, then row 2 once
+        return _embedding(runs, 3, 2, _lookup_kwargs(all_options, 2), dtype, index, device)
+
+    def width(d: int, dtype: torch.dtype, index: torch.dtype, device: str) -> EmbeddingCase:
+        runs = (IdsRun(0, 4, 3, 5),)  # 0, 3, 1, 4: the first and the last row
+        return _embedding(runs, 5, d, _lookup_kwargs(all_options, 3), dtype, index, device)
+
+    def count(n: int, dtype: torch.dtype, index: torch.dtype, device: str) -> EmbeddingCase:
+        runs = (IdsRun(0, n, 1, _N_ROWS),)
+        return _embedding(runs, _N_ROWS, 3, _lookup_kwargs(all_options, 1), dtype, index, device)
+
+    def vocab(v: int, dtype: torch.dtype, index: torch.dtype, device: str) -> EmbeddingCase:
+        runs = (IdsRun(0, 1), IdsRun(v - 1, 1), IdsRun(v // 2, 1), IdsRun(v - 1, 1))
+        kwargs = _lookup_kwargs(all_options, v // 2)
+        return _embedding(runs, v, 1, kwargs, dtype, index, device)
+
+    yield from _size_axis("repeats", turns, repeats)
+    yield from _size_axis("D", turns, width)
+    yield from _size_axis("N", turns, count)
+    yield from _size_axis("V", turns, vocab)
+
+
+#: Rows of the table on the ``N`` axis: a prime, so that no block size divides the pattern,
+#: and few enough that every row repeats.
+_N_ROWS = 97
+#: A short input with repeats over 3 rows: ids 0, 2, 2, 1, 2.
+_REPEATS = (IdsRun(0, 1), IdsRun(2, 2, 0), IdsRun(1, 1), IdsRun(2, 1))
+
+
+def _name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _bad_embedding(
+    runs: tuple[IdsRun, ...], v: int, kwargs: dict[str, Any], index: torch.dtype, why: str
+) -> EmbeddingCase:
+    return _embedding(runs, v, 1, kwargs, torch.float32, index, "cpu", invalid=why)
+
+
+def _bad_lookups(
+    options: Sequence[str],
+    turns: _Turns,
+    make: Callable[[tuple[IdsRun, ...], int, dict[str, Any], torch.dtype, str], Any],
+) -> Iterator[Boundary]:
+    """Bad input at its edges, on the CPU only (on CUDA it is a device-side assert)."""
+    if "cpu" not in turns.devices:
+        return
+    v = 1  # the smallest table: a failure here is already minimal
+    for index in (torch.int64, torch.int32):
+        lowest = torch.iinfo(index).min
+        tail = 2**8 + 1  # a bad id in the last position, past a block of 256
+        bad_ids = [
+            (f"id -1 ({_name(index)})", (IdsRun(-1, 1),), "negative id -1"),
+            (f"id V ({_name(index)})", (IdsRun(v, 1),), f"id {v} >= V = {v}"),
+            (f"the most negative id ({_name(index)})", (IdsRun(lowest, 1),),
+             f"negative id {lowest}"),
+            (f"id V in position {tail - 1} of {tail} ({_name(index)})",
+             (IdsRun(0, tail - 1, 1, v), IdsRun(v, 1)), f"id {v} >= V = {v}"),
+        ]  # fmt: skip
+        for what, runs, why in bad_ids:
+            yield Boundary("bad input", None, what, make(runs, v, {}, index, why))
+    floating = make((IdsRun(0, 1), IdsRun(1, 1)), v, {}, torch.float32, "floating-point ids")
+    yield Boundary("bad input", None, "floating ids", floating)
+    if "padding_idx" in options:
+        for padding in (v, -v - 1):
+            why = f"padding_idx={padding} outside [-{v}, {v})"
+            case = make((IdsRun(0, 2),), v, {"padding_idx": padding}, torch.int64, why)
+            yield Boundary("bad input", None, f"padding_idx = {padding} with V = {v}", case)
+
+
+# --- the phase --------------------------------------------------------------------------------
+
+
+@dataclass
+class BoundaryFailure:
+    """The first boundary example that failed, narrowed down.
+
+    Attributes:
+        case: the smallest failing case found.
+        error: its failure.
+        crossed: which boundary it crossed, e.g. ``"fails from N = 769; passes at 768"``.
+    """
+
+    case: Any
+    error: AssertionError
+    crossed: str
+
+
+def _without(case: Any, name: str) -> Any | None:
+    """``case`` with option ``name`` removed (``norm_type`` goes with ``max_norm``)."""
+    kwargs = dict(case.kwargs)
+    if name not in kwargs:
+        return None
+    del kwargs[name]
+    if name == "max_norm":
+        kwargs.pop("norm_type", None)
+    return dataclasses.replace(case, kwargs=kwargs)
+
+
+def run_boundaries(
+    boundaries: Sequence[Boundary] | Iterator[Boundary],
+    check: Callable[[Any], None],
+    on_example: Callable[[], None] = lambda: None,
+) -> BoundaryFailure | None:
+    """Check the boundary examples in order; narrow the first failure down.
+
+    On a size axis the failure is bisected between the largest size that passes (in the same
+    dtype, layout and options) and the failing one; then the options of the failing case are
+    dropped one at a time while it still fails.
+
+    Args:
+        boundaries: the examples, in order.
+        check: checks one case; raises ``AssertionError`` on a failure.
+        on_example: called before every check (counts the examples).
+
+    Returns:
+        ``None`` when every example passed, else the narrowed failure.
+    """
+
+    def fails(case: Any) -> AssertionError | None:
+        on_example()
+        try:
+            check(case)
+        except AssertionError as exc:
+            return exc
+        return None
+
+    passed: dict[str, int] = {}
+    for boundary in boundaries:
+        error = fails(boundary.case)
+        if error is None:
+            if boundary.value is not None:
+                passed[boundary.axis] = boundary.value
+            continue
+        case, crossed = boundary.case, f"fails at {boundary.label}"
+        if boundary.value is not None and boundary.make is not None:
+            case, error, crossed = _bisect(boundary, error, passed.get(boundary.axis), fails)
+        for name in list(case.kwargs):
+            smaller = _without(case, name)
+            if smaller is None:
+                continue
+            smaller_error = fails(smaller)
+            if smaller_error is not None:
+                case, error = smaller, smaller_error
+        return BoundaryFailure(case, error, crossed)
+    return None
+
+
+def _bisect(
+    boundary: Boundary,
+    error: AssertionError,
+    below: int | None,
+    fails: Callable[[Any], AssertionError | None],
+) -> tuple[Any, AssertionError, str]:
+    """The smallest failing size of ``boundary``'s axis, between ``below`` and its value."""
+    assert boundary.value is not None
+    assert boundary.make is not None
+    make, axis = boundary.make, boundary.axis
+    hi, hi_case, hi_error = boundary.value, boundary.case, error
+    lo = below if below is not None and below < hi else 0
+    # The size that passed may have been checked in another dtype: check it in this one, and
+    # move down (halving) until a size passes or the axis starts.
+    while lo >= 1:
+        case = make(lo)
+        lo_error = fails(case)
+        if lo_error is None:
+            break
+        hi, hi_case, hi_error = lo, case, lo_error
+        lo //= 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        case = make(mid)
+        mid_error = fails(case)
+        if mid_error is None:
+            lo = mid
+        else:
+            hi, hi_case, hi_error = mid, case, mid_error
+    if lo < 1:
+        return hi_case, hi_error, f"fails at {axis} = {hi:,}, the smallest size on this axis"
+    return hi_case, hi_error, f"fails from {axis} = {hi:,}; passes at {lo:,}"

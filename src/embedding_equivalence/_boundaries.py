@@ -36,15 +36,18 @@ from typing import Any
 
 import torch
 
-from ._cases import EmbeddingCase, IdsRecipe, IdsRun, WeightRecipe
+from ._cases import EmbeddingBagCase, EmbeddingCase, IdsRecipe, IdsRun, WeightRecipe
+from .forms.options import option_applies
 
 __all__ = [
     "LIMITS",
     "Boundary",
     "BoundaryFailure",
     "around_powers_of_two",
+    "bag_boundaries",
     "embedding_boundaries",
     "option_sets",
+    "quantized_boundaries",
     "run_boundaries",
 ]
 
@@ -55,8 +58,12 @@ LIMITS: dict[str, int] = {
     "D": 2**13,
     "V": 2**24,
     "repeats": 2**16,
-    "bag length": 2**16,
-    "bags": 2**17,
+    # The bag oracle sums each bag in Python: a bag of 2**16 ids or 2**17 bags takes 2-5 s
+    # there, so the bag axes stop at 2**12 (vocab_sizes= and dims= reach further).
+    "bag length": 2**12,
+    "bags": 2**12,
+    # A quantized table draws a scale and a zero point for every row: 2**24 rows take 5 s.
+    "quantized V": 2**22,
 }
 #: Tables past this many elements are drawn in their own dtype (no float64 copy).
 NATIVE_ELEMENTS = 1 << 20
@@ -317,6 +324,251 @@ def _bad_lookups(
             why = f"padding_idx={padding} outside [-{v}, {v})"
             case = make((IdsRun(0, 2),), v, {"padding_idx": padding}, torch.int64, why)
             yield Boundary("bad input", None, f"padding_idx = {padding} with V = {v}", case)
+
+
+# --- bags -------------------------------------------------------------------------------------
+
+_BAG_EXCLUSIVE = (("scale_grad_by_freq", "sparse"),)
+
+
+def _bag_kwargs(options: Sequence[str], mode: str, padding_row: int) -> tuple[dict[str, Any], bool]:
+    """The keyword options of ``options`` that ``mode`` accepts, and whether to weight ids."""
+    usable = [o for o in options if option_applies(o, mode)]
+    kwargs = _lookup_kwargs([o for o in usable if o != "per_sample_weights"], padding_row)
+    if "include_last_offset" in usable:
+        kwargs["include_last_offset"] = True
+    return kwargs, "per_sample_weights" in usable
+
+
+def _bag(
+    runs: tuple[IdsRun, ...],
+    starts: tuple[int, ...] | None,
+    v: int,
+    d: int,
+    mode: str,
+    options: Sequence[str],
+    padding_row: int,
+    dtype: torch.dtype,
+    index: torch.dtype,
+    device: str,
+    *,
+    shape: tuple[int, ...] | None = None,
+    specials: tuple[tuple[int, int, float], ...] = (),
+    invalid: str | None = None,
+    raw: dict[str, Any] | None = None,
+) -> EmbeddingBagCase:
+    """A bag call: ids ``runs``, bags starting at ``starts`` (``None``: a 2-D input)."""
+    kwargs, weighted = _bag_kwargs(options, mode, padding_row)
+    if raw is not None:
+        kwargs = raw
+    ids = IdsRecipe.from_runs(runs, shape, index, device)
+    offsets = starts
+    if starts is not None and kwargs.get("include_last_offset"):
+        offsets = (*starts, len(ids.values))
+    table = _table(v, d, dtype, device)
+    if specials:
+        table = dataclasses.replace(table, specials=specials)
+    psw = _GRAD_SEED + 1 if weighted else None
+    return EmbeddingBagCase(ids, table, offsets, index, mode, kwargs, psw, _GRAD_SEED, invalid)
+
+
+def bag_boundaries(
+    options: Sequence[str],
+    modes: Sequence[str],
+    dtypes: Sequence[torch.dtype],
+    devices: Sequence[str],
+) -> Iterator[Boundary]:
+    """The boundary examples of ``F.embedding_bag``, in the order they run.
+
+    The modes take turns with the dtypes: every mode meets every axis past every power of
+    two. Bags at their edges: an empty bag first, last, all bags empty, no bags at all, 2-D
+    inputs (one of ``(B, 0)``), ids after the last offset under ``include_last_offset``; bad
+    offsets (not starting at 0, decreasing, past the end);
+    then the length of one bag (first or last), the number of bags, ``D`` and ``V``.
+
+    Args:
+        options: the requested options.
+        modes: the requested modes.
+        dtypes: the table dtypes requested.
+        devices: the devices requested (bad input only on the CPU).
+
+    Yields:
+        [`Boundary`][] examples.
+    """
+    turns = _Turns(tuple(dtypes), tuple(devices))
+    all_options = _largest_set(options, _BAG_EXCLUSIVE)
+    n_modes = len(modes)
+
+    def at(i: int) -> tuple[str, torch.dtype, torch.dtype, str]:
+        dtype, index, device = turns.at(i)
+        return modes[(i + i // len(turns.dtypes)) % n_modes], dtype, index, device
+
+    # (what, ids, starts (None: 2-D), shape, specials)
+    edges: list[tuple[str, tuple[IdsRun, ...], Any, Any, tuple]] = [
+        ("an empty bag first", (IdsRun(1, 2), IdsRun(0, 1)), (0, 0, 2), None, ()),
+        ("an empty bag last", (IdsRun(1, 2), IdsRun(0, 1)), (0, 2, 3), None, ()),
+        ("every bag empty", (), (0, 0), None, ()),
+        ("no bags", (), (), None, ()),
+        ("2-d input", (IdsRun(0, 6, 1, 3),), None, (3, 2), ()),
+        ("2-d input of shape (3, 0)", (), None, (3, 0), ()),
+        ("2-d input of shape (0, 3)", (), None, (0, 3), ()),
+    ]
+    k = 0
+    for what, runs, starts, shape, specials in edges:
+        for m in range(n_modes):
+            mode, dtype, index, device = at(k)
+            mode = modes[m]
+            k += 1
+            case = _bag(runs, starts, 3, 2, mode, all_options, 2, dtype, index, device,
+                        shape=shape, specials=specials)  # fmt: skip
+            yield Boundary("edge", None, f"{what} (mode={mode!r}, {_name(dtype)})", case)
+    if "include_last_offset" in options:
+        for mode in modes:
+            _, dtype, index, device = at(k)
+            k += 1
+            raw = {"include_last_offset": True}
+            case = _bag((IdsRun(0, 3),), (0, 1), 3, 2, mode, (), 2, dtype, index, device, raw=raw)
+            yield Boundary("edge", None, f"an id after the last offset (mode={mode!r})", case)
+    for combo in option_sets(options, _BAG_EXCLUSIVE):
+        for mode in modes:
+            if not all(option_applies(o, mode) for o in combo):
+                continue
+            _, dtype, index, device = at(k)
+            k += 1
+            case = _bag(_REPEATS, (0, 2), 3, 4, mode, combo, -1, dtype, index, device)
+            text = f"{', '.join(combo)} on bags [0, 2], [2, 1, 2] (mode={mode!r}, {_name(dtype)})"
+            yield Boundary("options", None, text, case)
+    if "cpu" in turns.devices:
+
+        def bad(
+            runs: tuple[IdsRun, ...], v: int, kwargs: dict[str, Any], index: torch.dtype, why: str
+        ) -> EmbeddingBagCase:
+            return _bag(runs, (0,), v, 1, modes[0], (), 0, torch.float32, index, "cpu",
+                        invalid=why, raw=kwargs)  # fmt: skip
+
+        yield from _bad_lookups(options, turns, bad)
+        bad_offsets = [
+            ("offsets not starting at 0", (1, 2)),
+            ("decreasing offsets", (0, 2, 1)),
+            ("last offset past the end", (0, 4)),
+        ]
+        for what, starts in bad_offsets:
+            for mode in modes:
+                case = _bag((IdsRun(0, 3),), starts, 3, 1, mode, (), 0, torch.float32,
+                            torch.int64, "cpu", invalid=f"{what} (offsets={list(starts)})",
+                            raw={})  # fmt: skip
+                yield Boundary("bad input", None, f"{what} (mode={mode!r})", case)
+
+    def axis(name: str, build: Callable[..., EmbeddingBagCase]) -> Iterator[Boundary]:
+        for i, value in enumerate(around_powers_of_two(LIMITS[name])):
+            mode, dtype, index, device = at(i)
+
+            def remake(x: int, mode=mode, dtype=dtype, index=index, device=device) -> Any:
+                return build(x, mode, dtype, index, device)
+
+            yield Boundary(name, value, "", build(value, mode, dtype, index, device), remake)
+
+    def length(n: int, mode: str, dtype: torch.dtype, index: torch.dtype, device: str) -> Any:
+        # One bag of n ids, first for even n and last for odd n, beside a bag of two.
+        long, short = IdsRun(0, n, 1, 7), IdsRun(5, 2, 1)
+        runs, starts = ((long, short), (0, n)) if n % 2 == 0 else ((short, long), (0, 2))
+        return _bag(runs, starts, 7, 2, mode, all_options, 3, dtype, index, device)
+
+    def count(b: int, mode: str, dtype: torch.dtype, index: torch.dtype, device: str) -> Any:
+        runs = (IdsRun(0, b, 1, _N_ROWS),)  # b bags of one id each
+        starts = tuple(range(b))
+        return _bag(runs, starts, _N_ROWS, 2, mode, all_options, 1, dtype, index, device)
+
+    def width(d: int, mode: str, dtype: torch.dtype, index: torch.dtype, device: str) -> Any:
+        runs = (IdsRun(0, 4, 3, 5),)
+        return _bag(runs, (0, 2), 5, d, mode, all_options, 3, dtype, index, device)
+
+    def vocab(v: int, mode: str, dtype: torch.dtype, index: torch.dtype, device: str) -> Any:
+        runs = (IdsRun(0, 1), IdsRun(v - 1, 1), IdsRun(v // 2, 1), IdsRun(v - 1, 1))
+        return _bag(runs, (0, 2), v, 1, mode, all_options, v // 2, dtype, index, device)
+
+    yield from axis("bag length", length)
+    yield from axis("bags", count)
+    yield from axis("D", width)
+    yield from axis("V", vocab)
+
+
+# --- quantized tables ---------------------------------------------------------------------------
+
+
+def quantized_boundaries(
+    scheme: str,
+    symmetric: bool,
+    dtypes: Sequence[torch.dtype],
+    devices: Sequence[str],
+) -> Iterator[Boundary]:
+    """The boundary examples of a quantized lookup, in the order they run.
+
+    Edges of the ids (0-d, empty, 2-D, non-contiguous), bad ids at their edges, then ``N``,
+    ``D`` (even values for ``"uint4"``, two columns a byte) and ``V``.
+
+    Args:
+        scheme: the quantization scheme.
+        symmetric: ``"int8"`` without zero points.
+        dtypes: the scale dtypes requested.
+        devices: the devices requested (bad input only on the CPU).
+
+    Yields:
+        [`Boundary`][] examples.
+    """
+    from ._draw_quantized import QuantizedEmbeddingCase, QuantizedTableRecipe
+
+    turns = _Turns(tuple(dtypes), tuple(devices))
+    packed = scheme == "uint4"
+
+    def case(
+        runs: tuple[IdsRun, ...],
+        v: int,
+        d: int,
+        dtype: torch.dtype,
+        index: torch.dtype,
+        device: str,
+        shape: tuple[int, ...] | None = None,
+        layout: str = "contiguous",
+        invalid: str | None = None,
+    ) -> QuantizedEmbeddingCase:
+        ids = IdsRecipe.from_runs(runs, shape, index, device, layout)
+        table = QuantizedTableRecipe(scheme, v, d + d % 2 if packed else d, dtype, device,
+                                     _TABLE_SEED + v + d, (-2, 2), symmetric)  # fmt: skip
+        return QuantizedEmbeddingCase(ids, table, invalid)
+
+    edges: list[tuple[str, tuple[IdsRun, ...], Any, str]] = [
+        ("0-d ids", (IdsRun(2, 1),), (), "contiguous"),
+        ("empty ids", (), (0,), "contiguous"),
+        ("2-d ids", (IdsRun(0, 6, 1, 3),), (2, 3), "contiguous"),
+        ("transposed ids", (IdsRun(0, 15, 1, 5),), (3, 5), "transposed"),
+        ("sliced ids", (IdsRun(4, 9, -1, 5),), None, "sliced"),
+    ]
+    for i, (what, runs, shape, layout) in enumerate(edges):
+        for j, dtype in enumerate(turns.dtypes):
+            _, index, device = turns.at(i + j)
+            made = case(runs, 5, 4, dtype, index, device, shape, layout)
+            yield Boundary("edge", None, f"{what} ({_name(dtype)})", made)
+
+    def bad(
+        runs: tuple[IdsRun, ...], v: int, kwargs: dict[str, Any], index: torch.dtype, why: str
+    ) -> QuantizedEmbeddingCase:
+        del kwargs  # a quantized lookup has no padding_idx
+        return case(runs, v, 2, turns.dtypes[0], index, "cpu", invalid=why)
+
+    yield from _bad_lookups((), turns, bad)
+    axes: dict[str, Callable[..., QuantizedEmbeddingCase]] = {
+        "D": lambda d, dt, ix, dev: case((IdsRun(0, 4, 3, 5),), 5, d, dt, ix, dev),
+        "N": lambda n, dt, ix, dev: case((IdsRun(0, n, 1, _N_ROWS),), _N_ROWS, 2, dt, ix, dev),
+        "V": lambda v, dt, ix, dev: case(
+            (IdsRun(0, 1), IdsRun(v - 1, 1), IdsRun(v // 2, 1)), v, 2, dt, ix, dev
+        ),
+    }
+    for name, make in axes.items():
+        values = around_powers_of_two(LIMITS["quantized V" if name == "V" else name])
+        if packed and name == "D":
+            values = tuple(sorted({x + x % 2 for x in values}))
+        yield from _size_axis(name, turns, make, values)
 
 
 # --- the phase --------------------------------------------------------------------------------

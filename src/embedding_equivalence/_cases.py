@@ -8,7 +8,7 @@ every counterexample is a runnable snippet.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -201,6 +201,31 @@ class IdsRun:
         if self.modulo is not None:
             text = f"({text}) % {self.modulo}" if " " in text else f"{text} % {self.modulo}"
         return text
+
+
+def runs_of(values: Sequence[int], most: int = 4) -> tuple[IdsRun, ...] | None:
+    """``values`` as at most ``most`` arithmetic [`IdsRun`][]s, or ``None`` if it takes more."""
+    runs: list[IdsRun] = []
+    i = 0
+    while i < len(values):
+        step = values[i + 1] - values[i] if i + 1 < len(values) else 1
+        j = i + 1
+        while j < len(values) and values[j] - values[j - 1] == step:
+            j += 1
+        runs.append(IdsRun(values[i], j - i, step))
+        if len(runs) > most:
+            return None
+        i = j
+    return tuple(runs)
+
+
+def sequence_source(values: Sequence[int]) -> str:
+    """A 1-D int64 tensor of ``values`` as Python: a short expression when it is a few runs."""
+    runs = runs_of(values) if len(values) > 16 else None
+    if runs is None:
+        return f"torch.tensor({list(values)!r})"
+    parts = [run.source() for run in runs]
+    return parts[0] if len(parts) == 1 else "torch.cat([" + ", ".join(parts) + "])"
 
 
 @dataclass(frozen=True)
@@ -620,8 +645,8 @@ class EmbeddingBagCase(_CaseBase):
         dev = f".to({self.device!r})" if self.device != "cpu" else ""
         if self.offsets is not None:
             lines.append(
-                f"offsets = torch.tensor({list(self.offsets)!r}, "
-                f"dtype={dtype_source(self.offsets_dtype)}){dev}"
+                f"offsets = {sequence_source(self.offsets)}"
+                f".to({dtype_source(self.offsets_dtype)}){dev}"
             )
             arguments += ", offsets"
         grads = "weight.grad"

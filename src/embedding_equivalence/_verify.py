@@ -23,7 +23,13 @@ from hypothesis import strategies as st
 from hypothesis.errors import Flaky, InvalidArgument
 
 from . import strategies as ees
-from ._boundaries import Boundary, embedding_boundaries, run_boundaries
+from ._boundaries import (
+    Boundary,
+    bag_boundaries,
+    embedding_boundaries,
+    quantized_boundaries,
+    run_boundaries,
+)
 from ._cases import EmbeddingBagCase, EmbeddingCase
 from ._check import (
     AbortRun,
@@ -505,6 +511,7 @@ def verify_embedding_bag(
     vocab_sizes: SizeSpec = None,
     dims: SizeSpec = None,
     transforms: Sequence[str] = (),
+    boundaries: bool = True,
 ) -> VerificationReport:
     """Verify that ``candidate`` is ``F.embedding_bag``, forward and backward.
 
@@ -550,6 +557,10 @@ def verify_embedding_bag(
         dims: ``D``, likewise.
         transforms: also check ``("jvp", "vmap")`` as [`verify_embedding`][] does (``jvp``
             not for ``mode="max"``, whose tangent follows the primal's arg-max).
+        boundaries: first run the fixed boundary examples of bags (empty bags first and
+            last, no bags, 2-D inputs, bad offsets, the length of one bag up to 2**16 ids,
+            up to 2**17 bags, ``D`` and ``V`` at powers of two and their neighbours, each
+            combination of the options with each mode), the same under every seed.
 
     Returns:
         A [`VerificationReport`][] (``extra["modes"]`` names the modes); call
@@ -586,6 +597,7 @@ def verify_embedding_bag(
     # a single run over all modes can leave a mode with a handful of examples.
     share, extra = divmod(max_examples, len(mds))
     reports: list[VerificationReport] = []
+    phase = bag_boundaries(opts, mds, dts, devs) if boundaries else ()
     for i, mode in enumerate(mds):
         budget = share + (1 if i < extra else 0)
         if budget == 0:
@@ -600,7 +612,7 @@ def verify_embedding_bag(
         report = run_verification(
             candidate, with_invalid(valid, invalid), BagOracle.for_call, backward=backward,
             options=opts, dtypes=dts, devices=devs, max_examples=budget, seed=run_seed,
-            transforms=transforms,
+            transforms=transforms, boundaries=phase if i == 0 else (),
         )  # fmt: skip
         reports.append(report)
         if not report.passed:
@@ -610,6 +622,7 @@ def verify_embedding_bag(
         last,
         passed=all(r.passed for r in reports),
         examples=sum(r.examples for r in reports),
+        boundary_examples=sum(r.boundary_examples for r in reports),
         worst_error=max(r.worst_error for r in reports),
         elapsed=sum(r.elapsed for r in reports),
         extra={**last.extra, "modes": mds, **_merged_compiled_counts(reports)},
@@ -643,6 +656,7 @@ def verify_quantized_embedding(
     vocab_sizes: SizeSpec = None,
     dims: SizeSpec = None,
     num_ids: SizeSpec = None,
+    boundaries: bool = True,
 ) -> VerificationReport:
     """Verify that ``candidate`` looks rows of a quantized table up, dequantized.
 
@@ -671,6 +685,9 @@ def verify_quantized_embedding(
         vocab_sizes: ``V``: an int, an inclusive ``(min, max)`` range or a strategy.
         dims: ``D``, likewise (odd values are made even for ``"uint4"``).
         num_ids: ``N``, the length of a 1-D input, likewise.
+        boundaries: first run the fixed boundary examples (edge shapes and layouts, bad ids
+            at their edges, ``N``, ``D`` and ``V`` at powers of two and their neighbours),
+            the same under every seed.
 
     Returns:
         A [`VerificationReport`][]; ``extra`` records the scheme.
@@ -713,6 +730,7 @@ def verify_quantized_embedding(
         candidate, with_invalid(valid, _on_cpu(devs, lambda: cases("cpu", True))),
         QuantizedOracle.factory(scheme), backward=False, options=(), dtypes=dts,
         devices=devs, max_examples=max_examples, seed=seed,
+        boundaries=quantized_boundaries(scheme, symmetric, dts, devs) if boundaries else (),
     )  # fmt: skip
     report.extra["scheme"] = scheme + (" (symmetric)" if symmetric else "")
     return report

@@ -86,7 +86,7 @@ from .bounds import (
     within,
 )
 from .embedding import flat_ids, referenced_rows, renormed_table
-from .expected import ExpectedRows
+from .expected import ExpectedRows, RowDigests, table_as_it_was
 from .max_ties import search_assignment, tie_components
 
 __all__ = [
@@ -110,10 +110,6 @@ class BagGradients(NamedTuple):
 
 def _column_sums(rows: list[list[float]], dim: int) -> list[float]:
     return [exact_sum(col) for col in zip(*rows, strict=True)] if rows else [0.0] * dim
-
-
-def _finite(x: float) -> float:
-    return x if math.isfinite(x) else 0.0
 
 
 def _check_bag_input(
@@ -249,9 +245,13 @@ class BagOracle:
         if max_norm is not None and referenced:
             originals = referenced_rows(weight, referenced, None, norm_type)
             bound = renorm_error_bound(originals, max_norm, dt)
+            # Zero where the entry itself is not finite; infinite where no bound exists
+            # ((D + 3) u >= 1: every value passes there).
             self.renorm_bounds = {
-                v: [_finite(x) for x in row]
-                for v, row in zip(referenced, bound.tolist(), strict=True)
+                v: [b if math.isfinite(w) else 0.0 for b, w in zip(brow, wrow, strict=True)]
+                for v, brow, wrow in zip(
+                    referenced, bound.tolist(), originals.tolist(), strict=True
+                )
             }
         self.dtype = dt
         self.u = unit_roundoff(dt)

@@ -140,4 +140,6 @@ def renorm_error_bound(
     if max_norm > 0:
         rel += 1e-7 / max_norm
     w = weight.detach().to(device="cpu", dtype=torch.float64).abs()
+    if math.isinf(rel):  # (D + 3) u >= 1: no bound exists (and inf * 0 would be nan)
+        return torch.full_like(w, math.inf)
     return rel * w

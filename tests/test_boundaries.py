@@ -1,0 +1,222 @@
+"""The boundary phase: fixed examples at the sizes where kernels break, in every run.
+
+Each kernel here is correct but past one boundary, as kernels really ship. With
+``max_examples=1`` (one random example, which cannot reach the boundary) the phase must still
+catch it, under any seed, and name the boundary it crossed.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import embedding_equivalence as ee
+from embedding_equivalence._boundaries import (
+    LIMITS,
+    around_powers_of_two,
+    bag_boundaries,
+    embedding_boundaries,
+    option_sets,
+    quantized_boundaries,
+)
+
+DTYPES = [torch.float32]
+
+
+def zero_past_768_ids(input, weight, padding_idx=None):
+    """A grid that covers 768 ids: later ids come back as zeros."""
+    out = F.embedding(input, weight, padding_idx)
+    flat = out.reshape(-1, weight.shape[1])
+    if flat.shape[0] > 768:
+        flat = torch.cat([flat[:768], torch.zeros_like(flat[768:])])
+    return flat.reshape(out.shape)
+
+
+def zero_past_width_1024(input, weight):
+    """Lookups come back zero for embedding_dim > 1024 (torchrec#3673's symptom)."""
+    out = F.embedding(input, weight)
+    return out * 0 if weight.shape[1] > 1024 else out
+
+
+def counts_in_a_byte(input, weight, scale_grad_by_freq=False):
+    """scale_grad_by_freq with per-row counts kept in uint8: they wrap at 256."""
+    out = F.embedding(input, weight)
+    if not scale_grad_by_freq:
+        return out
+    counts = torch.bincount(input.reshape(-1), minlength=weight.shape[0]).to(torch.uint8)
+    scale = 1.0 / counts.to(weight.dtype)[input].unsqueeze(-1)
+    return out.detach() + (out - out.detach()) * scale
+
+
+def ids_wrap_at_2_16(input, weight):
+    """Ids stored in 16 bits: rows past 65,535 read row ``id % 65536``."""
+    if bool((input < 0).any()) or bool((input >= weight.shape[0]).any()):
+        raise IndexError("id out of range")
+    return F.embedding(input % 65536, weight)
+
+
+def bag_mean_count_in_a_byte(input, weight, offsets=None, mode="mean", **kwargs):
+    """mode='mean' divides by a bag length kept in uint8: wrong past 255 ids in a bag."""
+    out = ee.lookup_embedding_bag(input, weight, offsets, mode=mode, **kwargs)
+    if mode != "mean" or offsets is None or input.dim() != 1:
+        return out
+    ends = torch.cat([offsets[1:], offsets.new_tensor([input.numel()])])
+    lengths = (ends - offsets).clamp(min=1)
+    wrong = (lengths % 256).clamp(min=1)
+    return out * (lengths / wrong).to(out.dtype).unsqueeze(1)
+
+
+def int8_width_tail_dropped(input, qweight, scale, zero_point):
+    """A dequantization in vectors of 64 columns that drops the tail of the width."""
+    out = ee.lookup_quantized_embedding(input, qweight, scale, zero_point, scheme="int8")
+    full = (out.shape[-1] // 64) * 64
+    if full and full < out.shape[-1]:
+        out = out.clone()
+        out[..., full:] = 0
+    return out
+
+
+@pytest.mark.parametrize("seed", [1, 2])  # two runs: the catch does not depend on the seed
+def test_past_n_ids_is_caught_and_named(seed: int) -> None:
+    report = ee.verify_embedding(zero_past_768_ids, max_examples=1, seed=seed, dtypes=DTYPES)
+    assert not report.passed
+    assert report.boundary == "fails from N = 769; passes at 768"
+    assert "769" in (report.counterexample or "")
+
+
+@pytest.mark.parametrize("seed", [1, 2])  # two runs: the catch does not depend on the seed
+def test_past_width_1024_is_caught_and_named(seed: int) -> None:
+    report = ee.verify_embedding(zero_past_width_1024, max_examples=1, seed=seed, dtypes=DTYPES)
+    assert not report.passed
+    assert report.boundary == "fails from D = 1,025; passes at 1,024"
+
+
+@pytest.mark.parametrize("seed", [1, 2])  # two runs: the catch does not depend on the seed
+def test_a_counter_that_wraps_at_256_repeats_is_caught(seed: int) -> None:
+    report = ee.verify_embedding(
+        counts_in_a_byte, options=("scale_grad_by_freq",), max_examples=1, seed=seed,
+        dtypes=DTYPES,
+    )  # fmt: skip
+    assert not report.passed
+    assert report.boundary == "fails from repeats = 256; passes at 255"
+
+
+@pytest.mark.parametrize("seed", [1, 2])  # two runs: the catch does not depend on the seed
+def test_ids_wrapping_at_2_16_are_caught(seed: int) -> None:
+    report = ee.verify_embedding(ids_wrap_at_2_16, max_examples=1, seed=seed, dtypes=DTYPES)
+    assert not report.passed
+    assert report.boundary == "fails from V = 65,537; passes at 65,536"
+
+
+@pytest.mark.parametrize("seed", [1, 2])  # two runs: the catch does not depend on the seed
+def test_negative_ids_that_wrap_are_caught(seed: int) -> None:
+    report = ee.verify_embedding(lambda input, weight: weight[input], max_examples=1, seed=seed)
+    assert not report.passed
+    assert report.boundary is not None
+    assert report.boundary.startswith("fails at id -1")
+
+
+def test_torch_sparse_padding_defect_is_found_under_any_seed() -> None:
+    for seed in (0, 1):
+        report = ee.verify_embedding(
+            F.embedding, options=("padding_idx", "sparse"), max_examples=1, seed=seed
+        )
+        assert not report.passed
+        assert "embedding-sparse-padding" not in (report.failure or "")  # id is not printed
+        assert "torch defect" in (report.failure or "")
+        assert "0-d id" in (report.boundary or "")
+
+
+@pytest.mark.parametrize("seed", [1, 2])  # two runs: the catch does not depend on the seed
+def test_a_bag_length_counter_in_a_byte_is_caught(seed: int) -> None:
+    report = ee.verify_embedding_bag(
+        bag_mean_count_in_a_byte, modes=("mean",), max_examples=1, seed=seed, dtypes=DTYPES
+    )
+    assert not report.passed
+    assert report.boundary == "fails from bag length = 256; passes at 255"
+
+
+@pytest.mark.parametrize("seed", [1, 2])  # two runs: the catch does not depend on the seed
+def test_a_quantized_width_tail_is_caught(seed: int) -> None:
+    report = ee.verify_quantized_embedding(
+        int8_width_tail_dropped, scheme="int8", max_examples=1, seed=seed, dtypes=DTYPES
+    )
+    assert not report.passed
+    assert report.boundary == "fails from D = 65; passes at 64"
+
+
+def test_the_boundary_examples_are_the_same_under_every_seed() -> None:
+    first = ee.verify_embedding(zero_past_width_1024, max_examples=1, seed=1, dtypes=DTYPES)
+    second = ee.verify_embedding(zero_past_width_1024, max_examples=1, seed=2, dtypes=DTYPES)
+    assert first.boundary == second.boundary
+    assert first.counterexample == second.counterexample
+    assert first.boundary_examples == second.boundary_examples
+
+
+def test_the_lists_do_not_depend_on_anything_but_their_arguments() -> None:
+    args = (("padding_idx",), [torch.float32, torch.float16], ["cpu"])
+    assert [b.label for b in embedding_boundaries(*args)] == [
+        b.label for b in embedding_boundaries(*args)
+    ]
+    assert [b.case for b in embedding_boundaries(*args)] == [
+        b.case for b in embedding_boundaries(*args)
+    ]
+
+
+def test_boundaries_false_turns_the_phase_off() -> None:
+    report = ee.verify_embedding(F.embedding, max_examples=3, seed=0, boundaries=False)
+    assert report.passed
+    assert report.boundary_examples == 0
+    assert report.examples == 3
+
+
+def test_a_correct_kernel_passes_the_phase() -> None:
+    report = ee.verify_embedding(F.embedding, max_examples=1, seed=0)
+    assert report.passed, str(report)
+    assert report.boundary_examples > 200
+
+
+def test_around_powers_of_two() -> None:
+    assert around_powers_of_two(9) == (1, 2, 3, 4, 5, 7, 8, 9)
+    values = around_powers_of_two(LIMITS["N"])
+    assert values[-1] == LIMITS["N"]
+    for k in range(2, 17):
+        assert {2**k - 1, 2**k, 2**k + 1} <= set(values)
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ((), []),
+        (("a",), [("a",)]),
+        (("a", "b"), [("a",), ("b",), ("a", "b")]),
+        (("scale_grad_by_freq", "sparse"), [("scale_grad_by_freq",), ("sparse",)]),
+    ],
+)
+def test_option_sets(options: tuple[str, ...], expected: list[tuple[str, ...]]) -> None:
+    assert option_sets(options, (("scale_grad_by_freq", "sparse"),)) == expected
+
+
+def test_every_axis_reaches_its_limit_with_the_first_and_last_rows() -> None:
+    axes: dict[str, list] = {}
+    for b in embedding_boundaries((), [torch.float32], ["cpu"]):
+        axes.setdefault(b.axis, []).append(b)
+    for axis in ("N", "D", "V", "repeats"):
+        assert max(b.value for b in axes[axis]) == LIMITS[axis]
+    top = max(axes["V"], key=lambda b: b.value)
+    ids = set(top.case.ids.values)
+    assert {0, LIMITS["V"] - 1} <= ids
+    assert top.case.weight.native  # drawn in its own dtype, without a float64 copy
+    kinds = {b.what for b in axes["bad input"]}
+    assert any("most negative" in k for k in kinds)
+
+
+def test_bag_and_quantized_lists_cover_their_edges() -> None:
+    bags = list(bag_boundaries(("include_last_offset",), ("sum", "max"), [torch.float32], ["cpu"]))
+    labels = " | ".join(b.label for b in bags)
+    for edge in ("an empty bag first", "an empty bag last", "no bags", "(3, 0)", "decreasing"):
+        assert edge in labels
+    assert {b.case.mode for b in bags if b.axis == "bag length"} == {"sum", "max"}
+    uint4 = [b for b in quantized_boundaries("uint4", False, [torch.float32], ["cpu"])]
+    assert all(b.case.table.embedding_dim % 2 == 0 for b in uint4)

@@ -220,3 +220,70 @@ def test_bag_and_quantized_lists_cover_their_edges() -> None:
     assert {b.case.mode for b in bags if b.axis == "bag length"} == {"sum", "max"}
     uint4 = [b for b in quantized_boundaries("uint4", False, [torch.float32], ["cpu"])]
     assert all(b.case.table.embedding_dim % 2 == 0 for b in uint4)
+
+
+def torch_bag_but_2d_without_columns(input, weight, offsets=None, **kwargs):
+    """``F.embedding_bag``, with its (B, 0) defect routed around, to reach the others."""
+    if input.dim() == 2 and input.shape[1] == 0:
+        return ee.lookup_embedding_bag(input, weight, offsets, **kwargs)
+    return F.embedding_bag(input, weight, offsets, **kwargs)
+
+
+def torch_bag_but_two_defects(input, weight, offsets=None, **kwargs):
+    """Also refusing decreasing offsets (which torch's sum and mean read out of bounds)."""
+    if offsets is not None and offsets.numel() > 1 and bool((offsets.diff() < 0).any()):
+        raise ValueError(f"offsets must not decrease, got {offsets.tolist()}")
+    return torch_bag_but_2d_without_columns(input, weight, offsets, **kwargs)
+
+
+#: Each defect of torch's table that a finite table can reach, and the call that requests the
+#: options that trigger it. (``bag-max-nan-only-first`` needs a NaN in the table, which the
+#: verifiers never draw: their contract is finite tables.)
+_DEFECT_RUNS = {
+    "embedding-sparse-padding-0d-ids": lambda seed: ee.verify_embedding(
+        F.embedding, options=("padding_idx", "sparse"), max_examples=1, seed=seed
+    ),
+    "bag-2d-input-without-columns": lambda seed: ee.verify_embedding_bag(
+        F.embedding_bag, modes=("sum",), max_examples=1, seed=seed
+    ),
+    "bag-decreasing-offsets-accepted": lambda seed: ee.verify_embedding_bag(
+        torch_bag_but_2d_without_columns, modes=("max",), max_examples=1, seed=seed
+    ),
+    "bag-include-last-offset-mean": lambda seed: ee.verify_embedding_bag(
+        torch_bag_but_two_defects,
+        modes=("mean",),
+        options=("include_last_offset",),
+        max_examples=1,
+        seed=seed,
+    ),  # fmt: skip
+    "bag-include-last-offset-sum-max": lambda seed: ee.verify_embedding_bag(
+        torch_bag_but_two_defects,
+        modes=("sum",),
+        options=("include_last_offset",),
+        max_examples=1,
+        seed=seed,
+    ),  # fmt: skip
+    "bag-scale-grad-by-freq-count": lambda seed: ee.verify_embedding_bag(
+        torch_bag_but_two_defects,
+        modes=("sum",),
+        options=("scale_grad_by_freq",),
+        max_examples=1,
+        seed=seed,
+    ),  # fmt: skip
+}
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("defect", sorted(_DEFECT_RUNS))
+def test_torch_defects_are_found_under_every_seed(defect: str, seed: int) -> None:
+    report = _DEFECT_RUNS[defect](seed)
+    assert not report.passed
+    assert report.extra.get("torch_defect") == defect, str(report)
+    assert report.boundary is not None
+
+
+def test_every_defect_of_the_table_is_covered_or_explained() -> None:
+    from embedding_equivalence._torch_defects import TORCH_DEFECTS
+
+    ids = {d.id for d in TORCH_DEFECTS}
+    assert ids - set(_DEFECT_RUNS) == {"bag-max-nan-only-first"}

@@ -49,6 +49,7 @@ __all__ = [
     "option_sets",
     "quantized_boundaries",
     "run_boundaries",
+    "sharded_boundaries",
 ]
 
 #: The largest size of each axis, the sizes users run: ids in one call, width, rows, repeats
@@ -249,7 +250,7 @@ def embedding_boundaries(
             for padding, runs, shape in ((1, (IdsRun(1, 1),), ()), (-1, _REPEATS, None)):
                 kwargs = _lookup_kwargs(combo, padding)
                 case = _embedding(runs, 3, 4, kwargs, dtype, index, device, shape=shape)
-                ids = "0-d id" if shape == () else "ids [0, 2, 2, 1, 2]"
+                ids = "0-d id" if shape == () else "ids [2, 0, 0, 1, 0]"
                 yield Boundary("options", None, f"{', '.join(combo)} on {ids} ({_name(dtype)})",
                                case)  # fmt: skip
     yield from _bad_lookups(options, turns, _bad_embedding)
@@ -282,8 +283,9 @@ def embedding_boundaries(
 #: Rows of the table on the ``N`` axis: a prime, so that no block size divides the pattern;
 #: enough that no id repeats 256 times in 2**17 ids, few enough that rows repeat.
 _N_ROWS = 4093
-#: A short input with repeats over 3 rows: ids 0, 2, 2, 1, 2.
-_REPEATS = (IdsRun(0, 1), IdsRun(2, 2, 0), IdsRun(1, 1), IdsRun(2, 1))
+#: A short input with repeats over 3 rows, ids 2, 0, 0, 1, 0: the repeated row is the first
+#: in sorted order, where a backward that mixes up the counts of sorted groups goes wrong.
+_REPEATS = (IdsRun(2, 1), IdsRun(0, 2, 0), IdsRun(1, 1), IdsRun(0, 1))
 
 
 def _name(dtype: torch.dtype) -> str:
@@ -357,14 +359,19 @@ def _bag(
     specials: tuple[tuple[int, int, float], ...] = (),
     invalid: str | None = None,
     raw: dict[str, Any] | None = None,
+    end: bool = True,
 ) -> EmbeddingBagCase:
-    """A bag call: ids ``runs``, bags starting at ``starts`` (``None``: a 2-D input)."""
+    """A bag call: ids ``runs``, bags starting at ``starts`` (``None``: a 2-D input).
+
+    Under ``include_last_offset`` the end of the input is appended to the offsets, unless
+    ``end`` is false (ids after the last offset then belong to no bag).
+    """
     kwargs, weighted = _bag_kwargs(options, mode, padding_row)
     if raw is not None:
         kwargs = raw
     ids = IdsRecipe.from_runs(runs, shape, index, device)
     offsets = starts
-    if starts is not None and kwargs.get("include_last_offset"):
+    if starts is not None and end and kwargs.get("include_last_offset"):
         offsets = (*starts, len(ids.values))
     table = _table(v, d, dtype, device)
     if specials:
@@ -428,7 +435,8 @@ def bag_boundaries(
             _, dtype, index, device = at(k)
             k += 1
             raw = {"include_last_offset": True}
-            case = _bag((IdsRun(0, 3),), (0, 1), 3, 2, mode, (), 2, dtype, index, device, raw=raw)
+            case = _bag((IdsRun(0, 3),), (0, 1), 3, 2, mode, (), 2, dtype, index, device, raw=raw,
+                        end=False)  # fmt: skip
             yield Boundary("edge", None, f"an id after the last offset (mode={mode!r})", case)
     for combo in option_sets(options, _BAG_EXCLUSIVE):
         for mode in modes:
@@ -437,7 +445,7 @@ def bag_boundaries(
             _, dtype, index, device = at(k)
             k += 1
             case = _bag(_REPEATS, (0, 2), 3, 4, mode, combo, -1, dtype, index, device)
-            text = f"{', '.join(combo)} on bags [0, 2], [2, 1, 2] (mode={mode!r}, {_name(dtype)})"
+            text = f"{', '.join(combo)} on bags [2, 0], [0, 1, 0] (mode={mode!r}, {_name(dtype)})"
             yield Boundary("options", None, text, case)
     if "cpu" in turns.devices:
 
@@ -682,3 +690,155 @@ def _bisect(
     if lo < 1:
         return hi_case, hi_error, f"fails at {axis} = {hi:,}, the smallest size on this axis"
     return hi_case, hi_error, f"fails from {axis} = {hi:,}; passes at {lo:,}"
+
+
+# --- sharded tables ---------------------------------------------------------------------------
+
+#: The largest ``V`` and ``D`` of the sharded phase. Each example crosses a process group and
+#: every rank builds the whole table, so the axes stop at a few thousand rows and 2**10
+#: columns; the sizes past them are ``verify_embedding``'s.
+SHARDED_LIMITS: dict[str, int] = {"V": 2**12, "D": 2**10}
+
+
+def around_world_multiples(world_size: int, limit: int) -> tuple[int, ...]:
+    """The sizes where torch's chunking over ``world_size`` ranks changes, up to ``limit``.
+
+    ``1 .. world_size - 1`` (the trailing ranks hold nothing), then ``world * k - 1``,
+    ``world * k`` and ``world * k + 1`` for ``k = 1, 2, 3`` and every power of two ``k``: the
+    size a multiple of the world and one off either way, each rank's share at a power of two.
+    """
+    ks = {1, 2, 3}
+    k = 4
+    while world_size * k - 1 <= limit:
+        ks.add(k)
+        k *= 2
+    values = set(range(1, world_size))
+    values.update(world_size * k + e for k in ks for e in (-1, 0, 1))
+    return tuple(sorted(x for x in values if 1 <= x <= limit))
+
+
+def _shards(size: int, world_size: int) -> tuple[int, int]:
+    """The chunking of ``Shard``: ``(rows a rank, ranks that hold any)`` for ``size`` rows."""
+    chunk = -(-size // world_size)
+    return chunk, -(-size // chunk)
+
+
+def _shard_edges(size: int, world_size: int) -> tuple[IdsRun, ...]:
+    """Ids at every shard edge: each holding rank's first row, then each one's last row.
+
+    The last rank's last row, ``size - 1``, comes three times: a row of a trailing rank repeats.
+    """
+    chunk, holding = _shards(size, world_size)
+    runs = (
+        IdsRun(0, holding, chunk),
+        IdsRun(chunk - 1, holding - 1, chunk),
+        IdsRun(size - 1, 3, 0),
+    )
+    return tuple(run for run in runs if run.count)
+
+
+def _trailing_row(size: int, world_size: int) -> int:
+    """The first row of the last rank that holds rows (the padding row of the phase)."""
+    chunk, holding = _shards(size, world_size)
+    return (holding - 1) * chunk
+
+
+def sharded_boundaries(
+    sharding: str,
+    world_size: int,
+    options: Sequence[str],
+    dtypes: Sequence[torch.dtype],
+    devices: Sequence[str],
+) -> Iterator[Boundary]:
+    """The boundary examples of a sharded embedding, in the order they run.
+
+    Tables are split by torch's chunking (``ceil(size / world)`` rows or columns a rank, so
+    trailing ranks may hold fewer or none); the ids sit at every shard edge (each rank's first
+    and last row, ``0`` and ``V - 1``) and ``padding_idx`` names a row at a shard edge that a
+    trailing rank owns. In order:
+
+    - **the sharded axis** (``V`` for ``"vocab"``, ``D`` for ``"dim"``) at the sizes of
+      [`around_world_multiples`][] up to [`SHARDED_LIMITS`][], every option on: first, so
+      that a chunking bug is named by the size it starts at (``fails from V = 3; passes at
+      2``);
+    - **edges** in every dtype, on a table of ``world + 1`` rows and columns: a 0-d id (the
+      padding row), empty ids, ``(0, 3)`` ids, 2-D ids, transposed ids;
+    - **options**: each combination of them on a 0-d id of the last rank's only row and on
+      the shard edges with repeats and ``padding_idx=-1``, the dtypes taking turns;
+    - **bad input** at its edges (CPU only): the list of [`embedding_boundaries`][];
+    - **the other axis**, likewise.
+
+    The cases are built on the CPU, as the sharded strategy's are: each rank moves them to
+    its device.
+
+    Args:
+        sharding: ``"vocab"`` (rows split) or ``"dim"`` (columns split).
+        world_size: the number of ranks.
+        options: the requested options (``padding_idx``, ``max_norm``, ``scale_grad_by_freq``).
+        dtypes: the table dtypes requested.
+        devices: the ranks' devices (bad input only on the CPU).
+
+    Yields:
+        [`Boundary`][] examples.
+    """
+    world = world_size
+    turns = _Turns(tuple(dtypes), ("cpu",))
+    all_options = _largest_set(options, _EMBEDDING_EXCLUSIVE)
+    small = world + 1  # uneven shards; the last one empty from 3 ranks on
+    edge_ids = _shard_edges(small, world)
+    padding = _trailing_row(small, world)
+
+    def vocab(v: int, dtype: torch.dtype, index: torch.dtype, device: str) -> EmbeddingCase:
+        kwargs = _lookup_kwargs(all_options, _trailing_row(v, world))
+        return _embedding(_shard_edges(v, world), v, small, kwargs, dtype, index, device)
+
+    def width(d: int, dtype: torch.dtype, index: torch.dtype, device: str) -> EmbeddingCase:
+        return _embedding(edge_ids, small, d, _lookup_kwargs(all_options, padding), dtype, index,
+                          device)  # fmt: skip
+
+    def axis(name: str) -> Iterator[Boundary]:
+        values = around_world_multiples(world, SHARDED_LIMITS[name])
+        yield from _size_axis(name, turns, vocab if name == "V" else width, values)
+
+    sharded, other = ("V", "D") if sharding == "vocab" else ("D", "V")
+    yield from axis(sharded)
+    edges: list[tuple[str, tuple[IdsRun, ...], tuple[int, ...] | None, str]] = [
+        (f"0-d id {padding}", (IdsRun(padding, 1),), (), "contiguous"),
+        ("empty ids", (), (0,), "contiguous"),
+        ("empty 2-d ids", (), (0, 3), "contiguous"),
+        ("2-d ids", (IdsRun(0, 2 * small, 1, small),), (2, small), "contiguous"),
+        ("transposed ids", (IdsRun(0, 2 * small, 1, small),), (2, small), "transposed"),
+    ]
+    shape = f"V = {small}, D = {small} over {world} ranks"
+    for i, (what, runs, ids_shape, layout) in enumerate(edges):
+        for j, dtype in enumerate(turns.dtypes):
+            _, index, device = turns.at(i + j)
+            kwargs = _lookup_kwargs(all_options, padding)
+            case = _embedding(runs, small, small, kwargs, dtype, index, device, shape=ids_shape,
+                              ids_layout=layout)  # fmt: skip
+            yield Boundary("edge", None, f"{what} ({shape}, {_name(dtype)})", case)
+    # Each combination of the options: the last rank's only row as a 0-d padding id, and the
+    # shard edges with repeats, padding_idx=-1 (the last row).
+    last = 2 * world - 1  # every rank 2 rows, the last one 1
+    k = 0
+    for combo in option_sets(options, _EMBEDDING_EXCLUSIVE):
+        for v, runs, ids_shape, pad in (
+            (last, (IdsRun(last - 1, 1),), (), last - 1),
+            (small, edge_ids, None, -1),
+        ):
+            dtype, index, device = turns.at(k)
+            k += 1
+            case = _embedding(runs, v, small, _lookup_kwargs(combo, pad), dtype, index, device,
+                              shape=ids_shape)  # fmt: skip
+            ids = "a 0-d id" if ids_shape == () else "ids at the shard edges"
+            text = f"{', '.join(combo)} on {ids} (V = {v} over {world} ranks, {_name(dtype)})"
+            yield Boundary("options", None, text, case)
+    if "cpu" in devices:
+
+        def bad(
+            runs: tuple[IdsRun, ...], v: int, kwargs: dict[str, Any], index: torch.dtype, why: str
+        ) -> EmbeddingCase:
+            return _embedding(runs, v, small, kwargs, torch.float32, index, "cpu", invalid=why)
+
+        yield from _bad_lookups(options, turns, bad)
+    yield from axis(other)

@@ -224,8 +224,9 @@ TORCH_DEFECTS: tuple[TorchDefect, ...] = (
     ),
     TorchDefect(
         id="bag-decreasing-offsets-accepted",
-        summary="decreasing offsets are not refused on the CPU: mode='max' returns a result "
-        "(sum and mean refuse them)",
+        summary="decreasing offsets are not refused on the CPU: mode='max' returns a result, "
+        "and sum and mean read past the bag (they raise 'Expected i < index_size' or, "
+        "depending on memory, return a result)",
         reference=_issue(55549),
         affected=_SEEN,
         kind="bag",

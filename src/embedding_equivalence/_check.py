@@ -23,6 +23,7 @@ import contextlib
 import dataclasses
 import math
 import random
+import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -31,7 +32,7 @@ import torch
 
 from ._cases import Call
 from ._repro import candidate_source, describe_call, format_float
-from .oracle.expected import ExpectedRows, Oracle
+from .oracle.expected import ExpectedRows, Oracle, RowDigests, row_chunks
 
 __all__ = [
     "AbortRun",
@@ -201,6 +202,57 @@ def preserved_global_state() -> Iterator[None]:
 # --- comparing --------------------------------------------------------------------------------
 
 
+def _elementwise(
+    a: torch.Tensor, e: torch.Tensor, bound: torch.Tensor | None
+) -> tuple[torch.Tensor, float]:
+    """The mask of the elements of float64 ``a`` that pass against ``e``, and the worst ratio.
+
+    The worst ratio is the largest ``|error| / bound``, as [`compare_exact_or_bounded`][]
+    returns it.
+    """
+    same = (a == e) | (a.isnan() & e.isnan())
+    diff = (a - e).abs()
+    if bound is None:
+        ok = same & ((a != 0) | (a.signbit() == e.signbit()))
+        worst = 0.0 if bool(ok.all()) else math.inf
+    else:
+        ok = same | (diff <= bound)
+        positive = bound > 0
+        differs = positive & ~same
+        worst = float((diff[differs] / bound[differs]).max()) if bool(differs.any()) else 0.0
+        if not bool(ok.all()):
+            worst = math.inf if not bool(ok[~positive].all()) else max(worst, 1.0 + 1e-16)
+    return ok, worst
+
+
+@dataclass
+class _Difference:
+    """The first element that fails a comparison, and how many fail."""
+
+    index: tuple[int, ...]
+    actual: float
+    expected: float
+    bound: float | None
+    count: int
+
+    def message(self, what: str, numel: int) -> str:
+        pos = "[" + ", ".join(map(str, self.index)) + "]"
+        kind = "exactly" if self.bound is None else f"within {format_float(self.bound)}"
+        return (
+            f"{what}{pos} = {format_float(self.actual)}, but the exact value is "
+            f"{format_float(self.expected)} (must match {kind}; {self.count} of {numel} "
+            f"elements differ)"
+        )
+
+
+def _first_difference(
+    ok: torch.Tensor, a: torch.Tensor, e: torch.Tensor, bound: torch.Tensor | None
+) -> _Difference:
+    index = tuple((~ok).nonzero()[0].tolist())
+    b = None if bound is None else float(bound[index])
+    return _Difference(index, float(a[index]), float(e[index]), b, int((~ok).sum()))
+
+
 def compare_exact_or_bounded(
     what: str,
     actual: torch.Tensor,
@@ -225,30 +277,116 @@ def compare_exact_or_bounded(
     """
     a = actual.detach().to(device="cpu", dtype=torch.float64)
     e = expected.to(torch.float64)
-    same = (a == e) | (a.isnan() & e.isnan())
-    diff = (a - e).abs()
-    if bound is None:
-        ok = same & ((a != 0) | (a.signbit() == e.signbit()))
-        worst = 0.0 if bool(ok.all()) else math.inf
-    else:
-        ok = same | (diff <= bound)
-        positive = bound > 0
-        differs = positive & ~same
-        worst = float((diff[differs] / bound[differs]).max()) if bool(differs.any()) else 0.0
-        if not bool(ok.all()):
-            worst = math.inf if not bool(ok[~positive].all()) else max(worst, 1.0 + 1e-16)
+    ok, worst = _elementwise(a, e, bound)
     if bool(ok.all()):
         return None, worst
-    index = tuple((~ok).nonzero()[0].tolist())
-    pos = "[" + ", ".join(map(str, index)) + "]"
-    av, ev = float(a[index]), float(e[index])
-    kind = "exactly" if bound is None else f"within {format_float(float(bound[index]))}"
-    count = int((~ok).sum())
-    return (
-        f"{what}{pos} = {format_float(av)}, but the exact value is {format_float(ev)} (must "
-        f"match {kind}; {count} of {ok.numel()} elements differ)",
-        worst,
-    )
+    return _first_difference(ok, a, e, bound).message(what, ok.numel()), worst
+
+
+def _nonzero_count(t: torch.Tensor, words: bool) -> int:
+    """Nonzero entries of ``t``: 8-byte words of a contiguous ``t`` (``words``), else elements.
+
+    Counting words is several times faster (no conversion of float16); it sees ``-0.0`` as
+    nonzero, which the judge then compares again, exactly.
+    """
+    if words:
+        return int(torch.count_nonzero(t.reshape(-1).view(torch.int64)))
+    return int(torch.count_nonzero(t))
+
+
+def _by_words(t: torch.Tensor) -> bool:
+    """Whether the rows of ``t`` are whole 8-byte words that a view can count."""
+    if t.dim() != 2 or not t.is_contiguous() or (t.shape[1] * t.element_size()) % 8:
+        return False
+    try:
+        t[:1].reshape(-1).view(torch.int64)
+    except RuntimeError:  # a storage offset that is not a whole word
+        return False
+    return True
+
+
+def _rest_unchanged(a: torch.Tensor, expected: ExpectedRows, index: torch.Tensor) -> bool:
+    """Whether every row of ``a`` off ``expected.rows`` holds what ``expected.rest`` says.
+
+    Reads ``a`` once, without a ``(V, D)`` temporary: a count of nonzero words (rest zero),
+    a chunk at a time (rest a tensor), or a digest of each row ([`RowDigests`][]).
+    """
+    rest = expected.rest
+    if rest is None:  # count_nonzero: one pass, no (V, D) temporaries
+        words = _by_words(a)
+        return _nonzero_count(a, words) == _nonzero_count(a[index], words)
+    if isinstance(rest, RowDigests):
+        changed = rest.changed(a)
+    else:
+        r = rest.detach()
+        if tuple(r.shape) != tuple(a.shape):
+            return False
+        parts = []
+        for lo, hi in row_chunks(a.shape[0], a.shape[1]):
+            x, y = a[lo:hi], r[lo:hi].to(a.device)
+            parts.append((x.ne(y) & ~(x.isnan() & y.isnan())).any(dim=1).cpu())
+        changed = torch.cat(parts) if parts else torch.zeros(0, dtype=torch.bool)
+    changed[index.cpu()] = False
+    return not bool(changed.any())
+
+
+def _compare_whole(what: str, a: torch.Tensor, expected: ExpectedRows) -> tuple[str | None, float]:
+    """[`compare_exact_or_bounded`][] of ``a`` with every row of ``expected``, in chunks.
+
+    The same message and worst ratio as one comparison of the whole tensor, with the true
+    first position, in the memory of a chunk (see [`row_chunks`][]).
+    """
+    first: _Difference | None = None
+    count, worst = 0, 0.0
+    for lo, hi in row_chunks(a.shape[0], a.shape[1]):
+        values, bound = expected.full(lo, hi)
+        chunk = a[lo:hi].to(device="cpu", dtype=torch.float64)
+        ok, chunk_worst = _elementwise(chunk, values, bound)
+        worst = max(worst, chunk_worst)
+        if bool(ok.all()):
+            continue
+        found = _first_difference(ok, chunk, values, bound)
+        count += found.count
+        if first is None:
+            found.index = (lo + found.index[0], *found.index[1:])
+            first = found
+    if first is None:
+        return None, worst
+    first.count = count
+    return first.message(what, a.numel()), worst
+
+
+def _compare_digested(
+    what: str, a: torch.Tensor, expected: ExpectedRows, index: torch.Tensor
+) -> tuple[str | None, float]:
+    """The first difference of ``a`` where ``expected.rest`` holds digests only.
+
+    The rows on ``expected.rows`` are compared elementwise; any other row whose digest
+    changed is named as a whole (its values before the call are not kept).
+    """
+    assert isinstance(expected.rest, RowDigests)
+    rows = a[index].to(device="cpu", dtype=torch.float64)
+    ok, worst = _elementwise(rows, expected.values, expected.bound)
+    changed = expected.rest.changed(a)
+    changed[index.cpu()] = False
+    moved = changed.nonzero().flatten().tolist()
+    found = None if bool(ok.all()) else _first_difference(ok, rows, expected.values, expected.bound)
+    if found is not None:
+        found.index = (expected.rows[found.index[0]], *found.index[1:])
+    if moved and (found is None or moved[0] < found.index[0]):
+        row = moved[0]
+        return (
+            f"{what}[{row}, :] changed, but no id references row {row}: every row that the "
+            f"input does not name must be left exactly as it was ({len(moved)} such rows "
+            f"changed; the table of {a.numel()} elements is compared by a digest of each row)",
+            worst,
+        )
+    if found is None:
+        return None, worst
+    text = found.message(what, a.numel())
+    if moved:
+        text += f"; {len(moved)} rows that no id references changed too"
+    return text, worst
 
 
 def compare_rows(
@@ -259,22 +397,18 @@ def compare_rows(
     A fast pass in ``actual``'s own dtype checks the rows off ``expected.rows`` (a table of
     262,144 rows would otherwise be converted to float64 a few times per example), and the
     bounded comparison runs on the rows only. Any failure is compared again on the whole
-    tensor, so that the message names the true first position.
+    tensor, a chunk at a time, so that the message names the true first position without a
+    float64 copy of the tensor (a table past 2**31 elements takes 16 GiB in float64).
     """
     a = actual.detach()
     index = torch.tensor(expected.rows, dtype=torch.int64, device=a.device)
-    if expected.rest is None:  # count_nonzero: one pass, no (V, D) temporaries; -0.0 is zero
-        rest_ok = int(torch.count_nonzero(a)) == int(torch.count_nonzero(a[index]))
-    else:
-        r = expected.rest.detach().to(a.device)
-        differs = (a.ne(r) & ~(a.isnan() & r.isnan())).any(dim=1).cpu()
-        differs[index.cpu()] = False
-        rest_ok = not bool(differs.any())
-    if rest_ok:
+    if isinstance(expected.rest, RowDigests):
+        return _compare_digested(what, a, expected, index)
+    if _rest_unchanged(a, expected, index):
         msg, worst = compare_exact_or_bounded(what, a[index], expected.values, expected.bound)
         if msg is None:
             return None, worst
-    return compare_exact_or_bounded(what, a, *expected.full())
+    return _compare_whole(what, a, expected)
 
 
 # --- judging ----------------------------------------------------------------------------------
@@ -503,6 +637,38 @@ def check_case(
     """
     __tracebackhide__ = True
     repro = snippet(case, backward, candidate_source(candidate))
+    try:
+        return _check_fresh_call(candidate, case, oracle_factory, backward, runner, repro)
+    except EquivalenceError as exc:
+        _drop_tensors(exc)
+        raise
+
+
+def _drop_tensors(exc: BaseException) -> None:
+    """Clear the local variables of the finished frames in ``exc``'s tracebacks (its causes too).
+
+    A failure is kept while Hypothesis shrinks it and in the report; its traceback would keep
+    every tensor of the failing call alive with it (a table past 2**31 elements and its
+    gradient: 8 GiB in float16). The messages and the snippet hold all that a report says.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        traceback.clear_frames(current.__traceback__)
+        current = current.__cause__ or current.__context__
+
+
+def _check_fresh_call(
+    candidate: Callable[..., Any],
+    case: CheckableCase,
+    oracle_factory: OracleFactory,
+    backward: bool,
+    runner: Runner,
+    repro: str,
+) -> float:
+    """[`check_case`][] on a fresh call of ``case``, whose tensors live in this frame only."""
+    __tracebackhide__ = True
     call = case.call(backward=backward and case.invalid is None)
     if case.invalid is not None:
         for outcome in _outcomes(runner(candidate, call)):
@@ -515,8 +681,10 @@ def check_case(
                 repro,
             )
         return 0.0
-    # The oracle reads the table before the candidate runs (max_norm renorms it in place).
-    before = call.weight.detach().clone() if "max_norm" in call.kwargs else call.weight.detach()
+    # The oracle reads what it needs of the table now, before the candidate runs (max_norm
+    # renorms the table in place): the referenced rows, and with max_norm a copy of a small
+    # table or a digest of each row of a large one. No copy is made here.
+    before = call.weight.detach()
     oracle = oracle_factory(dataclasses.replace(call, weight=before, grad_output=None))
     name = describe_call(candidate, call, weight=before)
     return check_call(candidate, call, oracle, repro, runner=runner, name=name)

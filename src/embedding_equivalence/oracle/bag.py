@@ -163,7 +163,11 @@ class BagOracle:
 
     Args:
         input: ids, ``(N,)`` with ``offsets`` or ``(B, L)`` without, all in ``[0, V)``.
-        weight: the ``(V, D)`` table before the call (with ``max_norm`` pass a copy).
+        weight: the ``(V, D)`` table before the call, read here: its referenced rows, and
+            with ``max_norm`` the renormed rows and what tells the rows the call changes (a
+            copy, or a digest of each row of a large table; see
+            [`table_as_it_was`][embedding_equivalence.oracle.expected.table_as_it_was]). The
+            candidate may then renormalize the table in place.
         offsets: bag starts (``(B + 1,)`` with ``include_last_offset``), or ``None``.
         mode: ``"sum"``, ``"mean"`` or ``"max"``.
         max_norm: renorm threshold, or ``None``.
@@ -254,6 +258,16 @@ class BagOracle:
                 )
             }
         self.dtype = dt
+        self._renormed: tuple[list[int], torch.Tensor, torch.Tensor] | None = None
+        self._before: torch.Tensor | RowDigests | None = None
+        if max_norm is not None:  # read now: the candidate renormalizes the table in place
+            every = sorted(set(ids))
+            self._renormed = (
+                every,
+                referenced_rows(weight, every, max_norm, norm_type),
+                renorm_error_bound(referenced_rows(weight, every, None, norm_type), max_norm, dt),
+            )
+            self._before = table_as_it_was(weight)
         self.u = unit_roundoff(dt)
         self.eta = subnormal_loss(dt)
         #: extra roundings per term (besides the k of a plain sum)
@@ -265,7 +279,11 @@ class BagOracle:
 
     @property
     def table(self) -> torch.Tensor:
-        """The whole ``(V, D)`` table in float64 after ``max_norm`` (computed on first use)."""
+        """The whole ``(V, D)`` table in float64 after ``max_norm`` (computed on first use).
+
+        Read from the weight passed in, when first asked: for the reference functions, whose
+        weight nothing modifies; the judge asks [`renormed`][] instead.
+        """
         if self._table is None:
             self._table = renormed_table(self._weight, self.ids, self._max_norm, self._norm_type)
         return self._table
@@ -283,13 +301,10 @@ class BagOracle:
 
     def renormed(self) -> ExpectedRows | None:
         """Every row referenced anywhere in ``input`` after the renorm; the rest untouched."""
-        if self._max_norm is None:
+        if self._renormed is None:
             return None
-        rows = sorted(set(self.ids))
-        values = referenced_rows(self._weight, rows, self._max_norm, self._norm_type)
-        originals = referenced_rows(self._weight, rows, None, self._norm_type)
-        bound = renorm_error_bound(originals, self._max_norm, self.dtype)
-        return ExpectedRows(rows, values, bound, self.num_embeddings, rest=self._weight)
+        rows, values, bound = self._renormed
+        return ExpectedRows(rows, values, bound, self.num_embeddings, rest=self._before)
 
     def weight_grad(self, grad_output: torch.Tensor) -> ExpectedRows:
         """The table's gradient on the referenced rows (``max``: first maximum of each bag)."""

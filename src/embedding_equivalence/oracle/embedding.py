@@ -44,7 +44,7 @@ import torch
 
 from .._cases import Call
 from .bounds import U64, nan_max, renorm_error_bound, subnormal_loss, unit_roundoff
-from .expected import ExpectedRows
+from .expected import ExpectedRows, RowDigests, table_as_it_was
 
 __all__ = [
     "EmbeddingOracle",
@@ -294,8 +294,11 @@ class EmbeddingOracle:
 
     Args:
         input: ids of any shape, all in ``[0, V)``.
-        weight: the ``(V, D)`` table before the call (not modified; with ``max_norm`` pass a
-            copy, since the candidate renormalizes its own table in place).
+        weight: the ``(V, D)`` table before the call, read here and not kept: its referenced
+            rows, and with ``max_norm`` what tells the rows the call changes (a copy, or a
+            digest of each row of a large table; see
+            [`table_as_it_was`][embedding_equivalence.oracle.expected.table_as_it_was]). The
+            candidate may then renormalize the table in place.
         padding_idx: row that gets no gradient (negative counts from the end).
         max_norm: renorm threshold, or ``None``.
         norm_type: the ``p`` of the p-norm.
@@ -324,12 +327,13 @@ class EmbeddingOracle:
         self.max_norm = max_norm
         self.scale_grad_by_freq = scale_grad_by_freq
         self.rows = sorted(set(self.ids))
-        self._weight = weight
         self._values = referenced_rows(weight, self.rows, max_norm, norm_type)
         self._renorm_bound: torch.Tensor | None = None
+        self._before: torch.Tensor | RowDigests | None = None
         if max_norm is not None:
             originals = referenced_rows(weight, self.rows, None, norm_type)
             self._renorm_bound = renorm_error_bound(originals, max_norm, self.dtype)
+            self._before = table_as_it_was(weight)
 
     def _gather(self, compact: torch.Tensor) -> torch.Tensor:
         rows = torch.tensor(self.rows, dtype=torch.int64)
@@ -353,7 +357,7 @@ class EmbeddingOracle:
         if self._renorm_bound is None:
             return None
         return ExpectedRows(
-            self.rows, self._values, self._renorm_bound, self.num_embeddings, rest=self._weight
+            self.rows, self._values, self._renorm_bound, self.num_embeddings, rest=self._before
         )
 
     def weight_grad(self, grad_output: torch.Tensor) -> ExpectedRows:

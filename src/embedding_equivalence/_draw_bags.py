@@ -21,7 +21,16 @@ from ._draw_embeddings import (
     draw_some_ids,
     option_drawn,
 )
-from ._draw_tensors import SEEDS, Looks, Ranges, check_options, draw_basics, draw_ids, draw_weight
+from ._draw_tensors import (
+    SEEDS,
+    Looks,
+    Ranges,
+    check_options,
+    draw_basics,
+    draw_ids,
+    draw_weight,
+    is_large_table,
+)
 from .forms.options import BAG_MODES, BAG_OPTIONS, option_applies
 
 __all__ = [
@@ -206,6 +215,30 @@ def _bag_inputs(
     return (end + trailing,), (*starts, end)
 
 
+def _ids_in_bags(
+    shape: tuple[int, ...], offsets: tuple[int, ...] | None, include_last_offset: bool
+) -> int:
+    """How many ids lie in some bag (ids after the last offset lie in none)."""
+    if offsets is None:
+        return shape[0] * shape[1]
+    return offsets[-1] if include_last_offset else shape[0]
+
+
+def _one_id_at_least(
+    shape: tuple[int, ...], offsets: tuple[int, ...] | None, include_last_offset: bool
+) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
+    """The input unchanged if a bag holds an id, else one bag of one id.
+
+    A large table's ids start with its edge rows (see ``edge_rows``), which only a bag
+    looks up.
+    """
+    if _ids_in_bags(shape, offsets, include_last_offset) > 0:
+        return shape, offsets
+    if offsets is None:
+        return (1, 1), None
+    return (1,), ((0, 1) if include_last_offset else (0,))
+
+
 def _ids_sharing_a_bag(
     values: Sequence[int],
     shape: tuple[int, ...],
@@ -246,6 +279,8 @@ def embedding_bag_case(
     # The matmul form builds a dense (B, V) bag-count matrix: keep it within the budget.
     b_cap = max(1, min(max_bags, ranges.max_elements // v))
     shape, offsets = draw(_bag_inputs(b_cap, ranges.max_ids, ilo), label="input")
+    if is_large_table(v, b.embedding_dim):
+        shape, offsets = _one_id_at_least(shape, offsets, ilo)
     ids = draw_ids(draw, looks, b, shape, ranges.max_ids)
     weight = draw_weight(draw, looks, b)
     mixed = _ids_sharing_a_bag(ids.values, shape, offsets, ilo)

@@ -22,6 +22,8 @@ from ._cases import IDS_LAYOUTS, WEIGHT_LAYOUTS, IdsRecipe, WeightRecipe
 __all__ = [
     "DEFAULT_MAX_ELEMENTS",
     "INDEX_DTYPES",
+    "INT32_ELEMENTS",
+    "LARGE_TABLE_ELEMENTS",
     "SEEDS",
     "Basics",
     "Looks",
@@ -38,7 +40,9 @@ __all__ = [
     "draw_basics",
     "draw_ids",
     "draw_weight",
+    "edge_rows",
     "ids_recipes",
+    "is_large_table",
     "looks",
     "supported_float_dtypes",
     "weight_recipes",
@@ -57,6 +61,12 @@ FLOAT_DTYPES: tuple[torch.dtype, ...] = (
 INDEX_DTYPES: tuple[torch.dtype, ...] = (torch.int64, torch.int32)
 #: Default budget per drawn tensor: keeps every example within a few MB.
 DEFAULT_MAX_ELEMENTS = 1 << 19
+#: Tables of at least this many elements are large: drawn in their own dtype (no float64
+#: copy), contiguous (a non-contiguous layout would copy them), and every input of theirs
+#: names their last row (see [`edge_rows`][]). A module attribute, so that tests can lower it.
+LARGE_TABLE_ELEMENTS = 1 << 22
+#: Elements past which the offset ``id * D`` of a row no longer fits an int32.
+INT32_ELEMENTS = 1 << 31
 #: Seeds of the generators that fill tables, upstream gradients and per-sample weights.
 SEEDS: st.SearchStrategy[int] = st.integers(0, 2**32 - 1)
 _NONFINITE = (math.inf, -math.inf, math.nan)
@@ -206,18 +216,54 @@ def ids_recipes(
     max_side: int,
     layouts: Sequence[str],
     max_numel: int,
+    edge: Sequence[int] = (),
 ) -> IdsRecipe:
-    """Ids of ``shape`` (drawn from the dims/side bounds when ``None``) in a drawn layout."""
+    """Ids of ``shape`` (drawn from the dims/side bounds when ``None``) in a drawn layout.
+
+    ``edge`` rows (see [`edge_rows`][]) take the first positions, in order, as many as there
+    are ids: they are in the first row of an ``"expanded"`` input too, so that every layout
+    looks them up.
+    """
     if shape is None:
         shape = draw(_shapes(min_dims, max_dims, min_side, max_side, max_numel), label="shape")
     layout = draw(st.sampled_from(list(layouts)), label="ids layout")
     numel = math.prod(shape)
     values = draw(_id_values(vocab_size, numel), label="ids")
+    values[: len(edge)] = list(edge)[:numel]
     if layout == "expanded" and len(shape) >= 1 and shape[0] > 0:
         # Every layout draws all numel values, so that no layout takes fewer choices than
         # "contiguous" and shrinking never prefers a stride-0 view.
         values = values[: numel // shape[0]] * shape[0]
     return IdsRecipe(tuple(values), tuple(shape), dtype, device, layout)
+
+
+def is_large_table(vocab_size: int, embedding_dim: int) -> bool:
+    """Whether a ``(V, D)`` table is large: at least [`LARGE_TABLE_ELEMENTS`][] elements."""
+    return vocab_size * embedding_dim >= LARGE_TABLE_ELEMENTS
+
+
+def edge_rows(vocab_size: int, embedding_dim: int) -> tuple[int, ...]:
+    """The rows that every input of a large table looks up: where offsets overflow.
+
+    The last row ``V - 1`` (its offset ``(V - 1) * D`` is the largest: past 2**31 elements
+    it wraps in an int32), the first row ``0``, and the first row whose offset reaches
+    2**31 when the table holds more than that and it is neither of the others. Empty for a
+    table that is not large (see [`is_large_table`][]), whose ids are drawn freely.
+
+    Args:
+        vocab_size: ``V``.
+        embedding_dim: ``D``.
+
+    Returns:
+        Distinct rows, the last row first.
+    """
+    if not is_large_table(vocab_size, embedding_dim):
+        return ()
+    rows = [vocab_size - 1, 0]
+    crossing = -(-INT32_ELEMENTS // embedding_dim)  # ceil(2**31 / D)
+    if crossing < vocab_size - 1:
+        rows.append(crossing)
+    return tuple(dict.fromkeys(rows))
 
 
 @st.composite
@@ -231,9 +277,18 @@ def weight_recipes(
     allow_nonfinite: bool,
     allow_signed_zeros: bool,
 ) -> WeightRecipe:
-    """A table from a drawn seed, in a drawn layout, with up to three drawn special entries."""
+    """A table from a drawn seed, in a drawn layout, with up to three drawn special entries.
+
+    A large table (see [`is_large_table`][]) is drawn in its own dtype (``native=True``: no
+    float64 copy) and contiguous when ``layouts`` allows it: every other layout copies the
+    table once more, and the size of a large table is what the run is about.
+    """
     seed = draw(SEEDS, label="weight seed")
-    layout = draw(st.sampled_from(list(layouts)), label="weight layout")
+    large = is_large_table(vocab_size, embedding_dim)
+    if large and "contiguous" in layouts:
+        layout = "contiguous"
+    else:
+        layout = draw(st.sampled_from(list(layouts)), label="weight layout")
     specials_values: list[float] = []
     if allow_nonfinite:
         specials_values += _NONFINITE
@@ -252,7 +307,9 @@ def weight_recipes(
             ),
             label="special entries",
         )
-    return WeightRecipe(vocab_size, embedding_dim, dtype, device, seed, tuple(specials), layout)
+    return WeightRecipe(
+        vocab_size, embedding_dim, dtype, device, seed, tuple(specials), layout, native=large
+    )
 
 
 # --- What both case strategies draw a table and its ids from ---------------------------------
@@ -330,11 +387,18 @@ def draw_basics(draw: st.DrawFn, ranges: Ranges) -> Basics:
 def draw_ids(
     draw: st.DrawFn, looks: Looks, basics: Basics, shape: tuple[int, ...] | None, max_numel: int
 ) -> IdsRecipe:
-    """Draw the ids of a call: of ``shape``, or of up to three dims of at most 8 ids each."""
+    """Draw the ids of a call: of ``shape``, or of up to three dims of at most 8 ids each.
+
+    The ids of a large table start with its [`edge_rows`][] (its last row first), and a
+    drawn shape holds at least one id.
+    """
     b = basics
+    edge = edge_rows(b.vocab_size, b.embedding_dim)
+    min_side = 1 if edge else 0
     recipes = ids_recipes(
-        b.vocab_size, shape, b.index_dtype, b.device, 0, 3, 0, 8, looks.ids_layouts, max_numel
-    )
+        b.vocab_size, shape, b.index_dtype, b.device, 0, 3, min_side, 8, looks.ids_layouts,
+        max_numel, edge,
+    )  # fmt: skip
     return draw(recipes, label="ids")
 
 

@@ -15,6 +15,7 @@ Examples:
     torch.Size([2, 2, 4])
 """
 
+from ._sizes import large_table_sizes
 from ._verify import (
     VerificationError,
     VerificationReport,
@@ -44,6 +45,7 @@ __all__ = [
     "VerificationReport",
     "dequantize_rowwise",
     "embedding_to_linear",
+    "large_table_sizes",
     "linear_embedding",
     "linear_to_embedding",
     "lookup_embedding",

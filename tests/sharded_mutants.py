@@ -96,6 +96,9 @@ def hand_written_vocab_parallel(
     chunk = vocab // world if bug == "floor_chunking" else math.ceil(vocab / world)
     start = min(rank * chunk, vocab)
     stop = vocab if bug == "floor_chunking" and rank == world - 1 else min(start + chunk, vocab)
+    if bug == "offset_from_own_shard_size":  # every share taken to be as large as this one
+        rows = weight.to_local().shape[0]
+        start, stop = rank * rows, rank * rows + rows
     if bug == "mask_includes_next_shards_first_row":
         owned = (flat >= start) & (flat <= stop)
     else:
@@ -222,6 +225,13 @@ offset_forgotten = _mutant(
     "offset_forgotten",
     "Global ids index the local shard: ranks other than 0 read the wrong rows.",
 )
+offset_from_own_shard_size = _mutant(
+    hand_written_vocab_parallel,
+    "offset_from_own_shard_size",
+    "offset_from_own_shard_size",
+    "The first row of a rank taken as ``rank * rows_here``: wrong on a last rank with fewer rows "
+    "(``V`` not a multiple of the world), right on full and empty shards.",
+)
 all_reduce_missing = _mutant(
     hand_written_vocab_parallel,
     "all_reduce_missing",
@@ -274,6 +284,7 @@ SHARDED_MUTANTS: tuple[ShardedMutant, ...] = tuple(
         (floor_chunking, "vocab", (), _OUT),
         (mask_includes_next_shards_first_row, "vocab", (), _OUT),
         (offset_forgotten, "vocab", (), _OUT),
+        (offset_from_own_shard_size, "vocab", (), _OUT),
         (all_reduce_missing, "vocab", (), _OUT),
         (all_reduce_differentiated, "vocab", (), _GRAD),
         (padding_idx_as_local_row, "vocab", ("padding_idx",), _GRAD),

@@ -22,8 +22,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
+from embedding_equivalence._boundaries import around_world_multiples, sharded_boundaries
 from embedding_equivalence.distributed import shard_range, verify_sharded_embedding
 from embedding_equivalence.distributed._verify import sharded_embedding_cases
+from embedding_equivalence.strategies import supported_float_dtypes
 from sharded_mutants import SHARDED_MUTANTS, ShardedMutant
 
 TESTS = Path(__file__).resolve().parent
@@ -140,7 +142,9 @@ def test_the_package_forms_pass_with_every_option(form: str, sharding: str, worl
         sharding=sharding, world_size=world, options=ALL_OPTIONS, seed=SEED,
     )  # fmt: skip
     assert report.passed, str(report)
-    assert report.examples == 50
+    phase = list(sharded_boundaries(sharding, world, ALL_OPTIONS, report.dtypes, ("cpu",)))
+    assert report.boundary_examples == len(phase)
+    assert report.examples == 50 + len(phase)
     assert report.extra["world_size"] == world
     assert report.extra["group_starts"] == 1  # no restart: no rank ever waited on another
 
@@ -173,7 +177,12 @@ def test_every_sharded_mutant_is_caught(mutant: ShardedMutant) -> None:
 
 
 def test_a_rank_that_raises_while_the_others_wait_is_a_failing_report() -> None:
-    report = verify_sharded_embedding("sharded_candidates:raises_on_rank_1", seed=SEED)
+    # The random phase alone: its shrinking calls again after the failure, on a restarted group.
+    report = verify_sharded_embedding(
+        "sharded_candidates:raises_on_rank_1", seed=SEED, boundaries=False
+    )
+    assert report.boundary_examples == 0  # boundaries=False: no boundary phase
+    assert report.boundary is None
     assert not report.passed
     assert report.failure is not None
     assert re.search(r"on rank 1 raised ValueError: rank 1 refuses", report.failure)
@@ -200,6 +209,78 @@ def test_a_rank_that_dies_is_reported_with_its_exit_status() -> None:
     assert "rank 1 died while running the call" in report.failure
     assert "(exit status 3)" in report.failure
     assert report.examples == 1
+
+
+# --- the boundary phase --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("world", [1, 2, 3, 4])
+def test_the_sizes_cross_every_way_torch_chunks_a_dimension(world: int) -> None:
+    sizes = around_world_multiples(world, 4096)
+    assert set(range(1, world)) <= set(sizes)  # trailing ranks empty
+    for k in (1, 2, 3, 4, 256):
+        assert {world * k - 1, world * k, world * k + 1} - {0} <= set(sizes)
+    assert set(around_world_multiples(world, 1024, 4)) <= set(sizes)
+    assert max(around_world_multiples(world, 1024, 4)) > 1024 // 2  # within 2x of the limit
+    shares = {
+        tuple(b - a for a, b in (shard_range(v, world, r) for r in range(world))) for v in sizes
+    }
+    if world >= 2:
+        assert any(s[-1] == 0 for s in shares)  # an empty trailing shard
+        assert any(0 < s[-1] < s[0] for s in shares)  # a short last shard
+
+
+@pytest.mark.parametrize("sharding", ["vocab", "dim"])
+@pytest.mark.parametrize("world", [2, 3])
+def test_sharded_boundaries_sit_at_every_shard_edge(sharding: str, world: int) -> None:
+    dtypes = [torch.float32, torch.bfloat16]
+    phase = list(sharded_boundaries(sharding, world, ALL_OPTIONS, dtypes, ("cpu",)))
+    again = sharded_boundaries(sharding, world, ALL_OPTIONS, dtypes, ("cpu",))
+    assert [(b.label, b.case) for b in phase] == [(b.label, b.case) for b in again]  # data
+    axes = [b.axis for b in phase]
+    assert axes[0] == ("V" if sharding == "vocab" else "D")  # a chunking bug is named by size
+    assert {"edge", "options", "bad input", "V", "D"} <= set(axes)
+    assert "sparse" not in {k for b in phase for k in b.case.kwargs}
+    vocab = [b for b in phase if b.axis == "V"]
+    factor = 2 if sharding == "vocab" else 4  # the axis that is not split is sparser
+    assert [b.value for b in vocab] == list(around_world_multiples(world, 4096, factor))
+    for b in vocab:
+        v = b.case.num_embeddings
+        ranges = [shard_range(v, world, r) for r in range(world)]
+        edges = {i for start, stop in ranges if stop > start for i in (start, stop - 1)}
+        assert set(b.case.ids.values) == edges | {0, v - 1}
+        padding = b.case.kwargs["padding_idx"]
+        owner = max(r for r, (start, stop) in enumerate(ranges) if start <= padding < stop)
+        assert padding == ranges[owner][0]  # the first row of the last rank with rows
+        assert all(start == stop for start, stop in ranges[owner + 1 :])
+        assert b.make is not None
+        assert b.make(v) == b.case  # bisection rebuilds it
+    widths = [b.case.embedding_dim for b in phase if b.axis == "D"]
+    assert widths == list(around_world_multiples(world, 1024, 6 - factor))
+    assert any(b.case.ids.shape == () for b in phase if b.axis == "edge")
+    assert any(0 in b.case.ids.shape for b in phase if b.axis == "edge")
+    bad = {b.case.invalid for b in phase if b.axis == "bad input"}
+    assert {"negative id -1", "id 1 >= V = 1", "padding_idx=1 outside [-1, 1)"} <= bad
+    assert "padding_idx=-2 outside [-1, 1)" in bad
+    on_cuda = sharded_boundaries(sharding, world, ALL_OPTIONS, dtypes, ("cuda",))
+    assert all(b.axis != "bad input" and b.case.device == "cpu" for b in on_cuda)
+
+
+@pytest.mark.parametrize("seed", [1, 2])  # the catch does not depend on the seed
+def test_a_kernel_wrong_when_v_is_not_a_multiple_of_the_world_is_caught_at_once(
+    seed: int,
+) -> None:
+    report = verify_sharded_embedding(
+        "sharded_mutants:offset_from_own_shard_size", max_examples=1, seed=seed
+    )
+    assert not report.passed
+    assert report.boundary == "fails from V = 3; passes at 2"
+    assert report.failure is not None
+    assert re.search(r"^out\[", report.failure)
+    assert report.counterexample is not None
+    assert report.counterexample.startswith("# Run with: torchrun --nproc-per-node 2 repro.py")
+    assert "weight = torch.randn(3, 3" in report.counterexample
+    assert "distribute_tensor(weight, mesh, [Shard(0)]" in report.counterexample
 
 
 # --- under torchrun ------------------------------------------------------------------------
@@ -230,6 +311,9 @@ def test_under_torchrun_every_rank_gets_the_report(
         assert f"passed={failure is None}" in line
         assert "world=2" in line
         if failure is None:
-            assert "examples=20" in line
+            phase = list(
+                sharded_boundaries(sharding, 2, (), supported_float_dtypes("cpu"), ("cpu",))
+            )
+            assert f"examples={20 + len(phase)} (boundaries {len(phase)})" in line
         else:
             assert re.search(f"failure={failure}", line), line

@@ -25,6 +25,7 @@ report = verify_sharded_embedding(
 first_line = (report.failure or "").splitlines()[0] if report.failure else ""
 (out / f"rank{dist.get_rank()}.txt").write_text(
     f"rank {dist.get_rank()} of {dist.get_world_size()}: passed={report.passed} "
-    f"examples={report.examples} world={report.extra['world_size']} failure={first_line}"
+    f"examples={report.examples} (boundaries {report.boundary_examples}) "
+    f"world={report.extra['world_size']} failure={first_line}"
 )
 dist.destroy_process_group()

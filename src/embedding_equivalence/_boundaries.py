@@ -700,18 +700,24 @@ def _bisect(
 SHARDED_LIMITS: dict[str, int] = {"V": 2**12, "D": 2**10}
 
 
-def around_world_multiples(world_size: int, limit: int) -> tuple[int, ...]:
+def around_world_multiples(world_size: int, limit: int, factor: int = 2) -> tuple[int, ...]:
     """The sizes where torch's chunking over ``world_size`` ranks changes, up to ``limit``.
 
     ``1 .. world_size - 1`` (the trailing ranks hold nothing), then ``world * k - 1``,
-    ``world * k`` and ``world * k + 1`` for ``k = 1, 2, 3`` and every power of two ``k``: the
-    size a multiple of the world and one off either way, each rank's share at a power of two.
+    ``world * k`` and ``world * k + 1`` for ``k = 1, 2, 3``, ``k = 4, 4 * factor,
+    4 * factor**2, ...`` and the largest power of two ``k`` in reach: the size a multiple of
+    the world and one off either way, each rank's share at a power of two (every one with
+    ``factor=2``).
     """
     ks = {1, 2, 3}
     k = 4
     while world_size * k - 1 <= limit:
         ks.add(k)
-        k *= 2
+        k *= factor
+    top = 4
+    while world_size * top * 2 - 1 <= limit:
+        top *= 2
+    ks.add(top)
     values = set(range(1, world_size))
     values.update(world_size * k + e for k in ks for e in (-1, 0, 1))
     return tuple(sorted(x for x in values if 1 <= x <= limit))
@@ -761,12 +767,13 @@ def sharded_boundaries(
       [`around_world_multiples`][] up to [`SHARDED_LIMITS`][], every option on: first, so
       that a chunking bug is named by the size it starts at (``fails from V = 3; passes at
       2``);
-    - **edges** in every dtype, on a table of ``world + 1`` rows and columns: a 0-d id (the
-      padding row), empty ids, ``(0, 3)`` ids, 2-D ids, transposed ids;
+    - **edges** on a table of ``world + 1`` rows and columns: a 0-d id (the padding row) and
+      empty ids in every dtype; ``(0, 3)`` ids, 2-D ids and transposed ids, the dtypes taking
+      turns;
     - **options**: each combination of them on a 0-d id of the last rank's only row and on
       the shard edges with repeats and ``padding_idx=-1``, the dtypes taking turns;
     - **bad input** at its edges (CPU only): the list of [`embedding_boundaries`][];
-    - **the other axis**, likewise.
+    - **the other axis**, likewise but sparser (``k`` a power of 4), for it splits nothing.
 
     The cases are built on the CPU, as the sharded strategy's are: each rank moves them to
     its device.
@@ -796,12 +803,12 @@ def sharded_boundaries(
         return _embedding(edge_ids, small, d, _lookup_kwargs(all_options, padding), dtype, index,
                           device)  # fmt: skip
 
-    def axis(name: str) -> Iterator[Boundary]:
-        values = around_world_multiples(world, SHARDED_LIMITS[name])
+    def axis(name: str, factor: int) -> Iterator[Boundary]:
+        values = around_world_multiples(world, SHARDED_LIMITS[name], factor)
         yield from _size_axis(name, turns, vocab if name == "V" else width, values)
 
     sharded, other = ("V", "D") if sharding == "vocab" else ("D", "V")
-    yield from axis(sharded)
+    yield from axis(sharded, 2)
     edges: list[tuple[str, tuple[IdsRun, ...], tuple[int, ...] | None, str]] = [
         (f"0-d id {padding}", (IdsRun(padding, 1),), (), "contiguous"),
         ("empty ids", (), (0,), "contiguous"),
@@ -810,9 +817,11 @@ def sharded_boundaries(
         ("transposed ids", (IdsRun(0, 2 * small, 1, small),), (2, small), "transposed"),
     ]
     shape = f"V = {small}, D = {small} over {world} ranks"
+    k = 0
     for i, (what, runs, ids_shape, layout) in enumerate(edges):
-        for j, dtype in enumerate(turns.dtypes):
-            _, index, device = turns.at(i + j)
+        for dtype in turns.dtypes if i < 2 else (turns.at(k)[0],):
+            _, index, device = turns.at(k)
+            k += 1
             kwargs = _lookup_kwargs(all_options, padding)
             case = _embedding(runs, small, small, kwargs, dtype, index, device, shape=ids_shape,
                               ids_layout=layout)  # fmt: skip
@@ -820,7 +829,6 @@ def sharded_boundaries(
     # Each combination of the options: the last rank's only row as a 0-d padding id, and the
     # shard edges with repeats, padding_idx=-1 (the last row).
     last = 2 * world - 1  # every rank 2 rows, the last one 1
-    k = 0
     for combo in option_sets(options, _EMBEDDING_EXCLUSIVE):
         for v, runs, ids_shape, pad in (
             (last, (IdsRun(last - 1, 1),), (), last - 1),
@@ -841,4 +849,4 @@ def sharded_boundaries(
             return _embedding(runs, v, small, kwargs, torch.float32, index, "cpu", invalid=why)
 
         yield from _bad_lookups(options, turns, bad)
-    yield from axis(other)
+    yield from axis(other, 4)

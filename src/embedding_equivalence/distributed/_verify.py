@@ -1,8 +1,10 @@
 """``verify_sharded_embedding``: the embedding verifier, run on the ranks of a process group.
 
 A thin adapter over the engine, like ``verify_embedding``: the same strategy (with small
-tables, so that shards are uneven or empty), the same oracle and bound, the same judge and
-report. What changes is the runner, the engine's first seam: each call runs on every rank of a
+tables, so that shards are uneven or empty), the same boundary phase first (with ``V`` and
+``D`` around the world size and its multiples: ``sharded_boundaries``), the same oracle and
+bound, the same judge and report. What changes is the runner, the engine's first seam: each
+call runs on every rank of a
 [`WorkerGroup`][embedding_equivalence.distributed._group.WorkerGroup] (or of the group this process
 is in, under ``torchrun``), and every rank's outcome is judged, so outputs and gradients must agree
 on every rank.
@@ -21,6 +23,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from .. import strategies as ees
+from .._boundaries import sharded_boundaries
 from .._cases import Call
 from .._check import AbortRun, CheckableCase, Outcome, Snippet
 from .._repro import why_not_importable
@@ -187,6 +190,7 @@ def verify_sharded_embedding(
     backward: bool = True,
     seed: int | None = None,
     timeout: float = DEFAULT_TIMEOUT,
+    boundaries: bool = True,
 ) -> VerificationReport:
     """Verify a sharded embedding kernel on the ranks of a process group, forward and backward.
 
@@ -226,6 +230,12 @@ def verify_sharded_embedding(
         seed: fix the run (the report's ``seed`` replays a random run).
         timeout: seconds one example may take on every rank before the group is declared
             hung (default 20, or ``$EMBEDDING_EQUIVALENCE_DISTRIBUTED_TIMEOUT``).
+        boundaries: first run the fixed boundary examples of sharded tables (``V`` and ``D``
+            from 1 to the world size and around its multiples, so that trailing shards are
+            short or empty, up to 4,096 rows and 1,024 columns; ids at every shard edge; 0-d
+            and empty ids; each combination of the options with ``padding_idx`` on a
+            trailing rank's row; bad input at its edges on the CPU), the same under every
+            seed; see [Boundary examples](../verify.md#boundary-examples).
 
     Returns:
         A [`VerificationReport`][embedding_equivalence.VerificationReport]; ``extra`` records the
@@ -272,6 +282,9 @@ def verify_sharded_embedding(
             options=opts, dtypes=dts, devices=(device,), max_examples=max_examples, seed=seed,
             runner=_GroupRunner(reference, sharding, group),
             snippet=sharded_snippet(sharding, world, device),
+            boundaries=(
+                sharded_boundaries(sharding, world, opts, dts, (device,)) if boundaries else ()
+            ),
         )  # fmt: skip
     finally:
         extra["group_starts"] = group.starts

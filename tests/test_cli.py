@@ -1,5 +1,9 @@
 """The console script: exit codes, the JSON schema, a buggy candidate, the demo, the output.
 
+Seeds: the cells of a run verify under seeds derived from the run's, and a failing cell's
+printed command replays it. ``--no-boundaries`` reaches the verifier (most tests here turn the
+boundary phase off, to stay fast: they test the command line, not the verifier).
+
 Output: the JSON of a bare ``--json`` alone on stdout; plain lines without ANSI codes in a pipe
 or under ``CI``; a rich table and progress bar on a terminal (a stream whose ``isatty()`` is
 true stands in for one).
@@ -10,6 +14,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -17,9 +22,13 @@ from pathlib import Path
 import pytest
 
 from embedding_equivalence import _console
+from embedding_equivalence._console import cell_seed
 from embedding_equivalence.cli import main
 
-FAST = ["--dtypes", "float32", "--devices", "cpu", "--max-examples", "8", "--seed", "0"]
+FAST = [
+    "--dtypes", "float32", "--devices", "cpu", "--max-examples", "8", "--seed", "0",
+    "--no-boundaries",
+]  # fmt: skip
 ANSI = "\x1b["
 
 
@@ -58,6 +67,13 @@ def kernels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
         "\n"
         "def off_by_one(input, weight, padding_idx=None):\n"
         "    return F.embedding((input + 1) % weight.shape[0], weight, padding_idx)\n"
+        "\n"
+        "def drops_past_1024(input, weight, padding_idx=None):\n"
+        "    out = good(input, weight, padding_idx)\n"
+        "    if input.numel() > 1024:  # a launch grid that drops the last partial block\n"
+        "        out = out.clone()\n"
+        "        out.view(-1, weight.shape[1])[-1] = 0\n"
+        "    return out\n"
         "\n"
         "NOT_CALLABLE = 3\n",
         encoding="utf-8",
@@ -108,6 +124,18 @@ def test_buggy_candidate_exits_1_with_a_repro(
         (["verify", "--symmetric"], "--symmetric goes with --scheme int8"),
         (["verify", "--scheme", "int8", "--bag"], "takes no --bag"),
         (["verify", "--scheme", "int8", "--options", "max_norm"], "takes no --options"),
+        (["verify", "--only", "lookup_embedding/-/cpu"], "expected IMPLEMENTATION/OPTIONS/"),
+        (["verify", "--only", "lookup_embedding/-/cpu/float8"], "unknown dtype 'float8'"),
+        (["verify", "--only", "nothing/-/cpu/float32"], "no implementation 'nothing'"),
+        (["verify", "--only", "lookup_embedding/sparse,x/cpu/float32"], "takes no x"),
+        (
+            ["verify", "--only", "lookup_embedding/-/cpu/float32", "--dtypes", "float64"],
+            "drop --dtypes",
+        ),
+        (
+            ["verify", "--sharding", "vocab", "--only", "nothing/-/cpu/all"],
+            "no implementation 'nothing' with --sharding vocab",
+        ),
         (["frobnicate"], "invalid choice"),
         ([], "required"),
     ],
@@ -130,6 +158,12 @@ def test_buggy_candidate_exits_1_with_a_repro(
         "symmetric-alone",
         "scheme-bag",
         "scheme-options",
+        "only-three-parts",
+        "only-unknown-dtype",
+        "only-unknown-implementation",
+        "only-unknown-option",
+        "only-and-dtypes",
+        "only-sharded-unknown-implementation",
         "unknown-command",
         "no-command",
     ],
@@ -155,22 +189,21 @@ def test_json_schema(kernels: str, tmp_path: Path, capsys: pytest.CaptureFixture
     payload = json.loads(path.read_text(encoding="utf-8"))
     assert payload["schema"] == "embedding-equivalence/verify/1"
     assert payload["passed"] is False
-    assert set(payload) == {"schema", "torch", "max_examples", "passed", "results"}
+    assert set(payload) == {
+        "schema", "torch", "seed", "max_examples", "boundaries", "passed", "results",
+    }  # fmt: skip
+    assert (payload["seed"], payload["boundaries"]) == (0, False)
     (result,) = payload["results"]
     assert set(result) == {
-        "implementation",
-        "options",
-        "device",
-        "dtype",
-        "passed",
-        "examples",
-        "worst_error",
-        "seed",
-        "seconds",
-        "failure",
-        "counterexample",
-    }
-    assert (result["device"], result["dtype"], result["seed"]) == ("cpu", "float32", 0)
+        "implementation", "options", "device", "dtype", "passed", "examples",
+        "boundary_examples", "worst_error", "seed", "cell", "replay", "seconds", "failure",
+        "boundary", "counterexample",
+    }  # fmt: skip
+    cell = f"{kernels}:off_by_one/-/cpu/float32"
+    assert (result["device"], result["dtype"], result["cell"]) == ("cpu", "float32", cell)
+    assert result["seed"] == cell_seed(0, cell)
+    assert result["replay"].startswith(f"embedding-equivalence verify --seed 0 --only {cell} ")
+    assert (result["boundary_examples"], result["boundary"]) == (0, None)
     assert "candidate(" in result["counterexample"]
 
 
@@ -324,6 +357,7 @@ def test_sharded_verify_of_the_package_forms(capsys: pytest.CaptureFixture[str])
         "5",
         "--seed",
         "0",
+        "--no-boundaries",
     ]
     assert main([*argv, "--json"]) == 0
     captured = capsys.readouterr()
@@ -335,8 +369,18 @@ def test_sharded_verify_of_the_package_forms(capsys: pytest.CaptureFixture[str])
         ("dim_parallel_embedding", ["padding_idx", "max_norm", "scale_grad_by_freq"], 3),
     ]
     assert all(r["passed"] and r["examples"] == 5 for r in payload["results"])
+    assert all(r["boundary_examples"] == 0 for r in payload["results"])  # --no-boundaries
+    assert payload["seed"] == 0
+    cells = [r["cell"] for r in payload["results"]]
+    assert cells[0] == "dim_parallel_embedding/-/cpu/all"
+    assert [r["seed"] for r in payload["results"]] == [cell_seed(0, c) for c in cells]
+    assert payload["results"][0]["seed"] != payload["results"][1]["seed"]
+    assert payload["results"][0]["replay"] == (
+        "embedding-equivalence verify --seed 0 --only dim_parallel_embedding/-/cpu/all "
+        "--sharding dim --world-size 3 --max-examples 5 --no-boundaries"
+    )
     assert "verify [1/2]" in captured.err
-    assert "2 passed, 0 failed" in captured.err
+    assert "2 passed, 0 failed; run seed 0" in captured.err
 
 
 def test_sharded_verify_of_a_buggy_candidate_exits_1_with_a_torchrun_repro(
@@ -348,7 +392,14 @@ def test_sharded_verify_of_a_buggy_candidate_exits_1_with_a_torchrun_repro(
     line = result_line(out, "FAIL", "sharded_mutants:all_reduce_missing", "-", "vocab")
     assert line.split()[4] == "2"  # world size
     assert "# Run with: torchrun --nproc-per-node 2 repro.py" in out
-    assert "0 passed, 1 failed" in out
+    assert "0 passed, 1 failed; run seed 0" in out
+    cell = "sharded_mutants:all_reduce_missing/-/cpu/all"
+    replay = (
+        f"embedding-equivalence verify --seed 0 --only {cell} --sharding vocab --world-size 2 "
+        "--candidate sharded_mutants:all_reduce_missing --max-examples 10"
+    )
+    assert f"Replay this cell: {replay}\n" in out
+    assert re.search(r"FAILED after \d+ examples \(\d+ at boundaries\)", out)  # the phase ran
 
 
 def test_quantized_verify_of_the_package_and_of_a_buggy_kernel(
@@ -366,3 +417,119 @@ def test_quantized_verify_of_the_package_and_of_a_buggy_kernel(
     assert code == 1, out
     result_line(out, "FAIL", "quantized_mutants:zero_point_added", "-", "cpu", "float32")
     assert "from quantized_mutants import zero_point_added as candidate" in out
+
+
+# --- seeds, replays and the boundary phase ---------------------------------------------------
+
+
+def _json_run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, dict]:
+    code = main([*argv, "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_the_cells_of_a_run_get_their_own_seeds_derived_from_the_run_seed(
+    kernels: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["verify", "--candidate", f"{kernels}:good", "--options", "padding_idx"]
+    argv += ["--dtypes", "float32,float64,bfloat16", "--max-examples", "2", "--no-boundaries"]
+    code, payload = _json_run([*argv, "--seed", "7"], capsys)
+    assert code == 0
+    assert payload["seed"] == 7
+    seeds = {r["cell"]: r["seed"] for r in payload["results"]}
+    assert len(seeds) == 3
+    assert len(set(seeds.values())) == 3  # the cells draw different examples
+    assert seeds == {cell: cell_seed(7, cell) for cell in seeds}  # the documented derivation
+    again = {r["cell"]: r["seed"] for r in _json_run([*argv, "--seed", "7"], capsys)[1]["results"]}
+    assert again == seeds  # the same run seed, the same cell seeds
+    other = {r["cell"]: r["seed"] for r in _json_run([*argv, "--seed", "8"], capsys)[1]["results"]}
+    assert set(other.values()).isdisjoint(seeds.values())
+
+
+def test_without_a_seed_the_run_seed_is_drawn_and_printed_once(
+    kernels: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["verify", "--candidate", f"{kernels}:good", *FAST[:6], "--no-boundaries"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    (seed,) = re.findall(r"run seed (\d+)", out)
+    assert re.search(
+        rf"^1 passed, 0 failed \(8 examples in [\d.]+ s; run seed {seed}\)$", out, re.M
+    )
+    code, payload = _json_run(argv, capsys)
+    assert code == 0
+    assert 0 <= payload["seed"] < 2**32
+    (row,) = payload["results"]
+    assert row["seed"] == cell_seed(payload["seed"], row["cell"])
+
+
+def test_a_failing_cell_prints_the_command_that_replays_it(
+    kernels: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["verify", "--candidate", f"{kernels}:off_by_one", "--options", "padding_idx"]
+    argv += ["--dtypes", "float32,float64", "--devices", "cpu", "--max-examples", "4"]
+    assert main([*argv, "--seed", "11", "--no-boundaries", "--json", "run.json"]) == 1
+    out = capsys.readouterr().out
+    replays = re.findall(r"^Replay this cell: (.*)$", out, re.M)
+    rows = json.loads(Path("run.json").read_text(encoding="utf-8"))["results"]
+    assert replays == [r["replay"] for r in rows if not r["passed"]]
+    assert len(replays) == 2
+    cell = f"{kernels}:off_by_one/padding_idx/cpu/float64"
+    assert f"FAILED {cell} (cell seed {cell_seed(11, cell)})" in out
+    command = shlex.split(replays[1])
+    assert command[:6] == ["embedding-equivalence", "verify", "--seed", "11", "--only", cell]
+    assert "--no-boundaries" in command
+    code, replayed = _json_run(command[1:], capsys)  # the printed command, as the shell runs it
+    assert code == 1
+    (row,) = replayed["results"]
+    original = rows[1]
+    for key in ("cell", "seed", "examples", "failure", "counterexample"):
+        assert row[key] == original[key], key
+
+
+def test_only_picks_one_cell_of_the_package_forms(capsys: pytest.CaptureFixture[str]) -> None:
+    cell = "lookup_embedding_bag/per_sample_weights,padding_idx/cpu/float32"
+    argv = ["verify", "--only", cell, "--max-examples", "2", "--no-boundaries", "--seed", "3"]
+    code, payload = _json_run(argv, capsys)
+    assert code == 0
+    (row,) = payload["results"]
+    assert (row["implementation"], row["options"]) == (
+        "lookup_embedding_bag",
+        ["per_sample_weights", "padding_idx"],
+    )
+    assert (row["cell"], row["seed"]) == (cell, cell_seed(3, cell))
+
+
+def test_the_boundary_phase_runs_once_for_the_dtypes_unless_turned_off(
+    kernels: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["verify", "--candidate", f"{kernels}:drops_past_1024", "--dtypes", "float32,float64"]
+    argv += ["--devices", "cpu", "--max-examples", "3", "--seed", "5"]
+    code, payload = _json_run([*argv, "--no-boundaries"], capsys)  # the verifier gets it
+    assert (code, payload["boundaries"]) == (0, False)  # small random examples miss the bug
+    assert [(r["dtype"], r["boundary_examples"]) for r in payload["results"]] == [
+        ("float32", 0),
+        ("float64", 0),
+    ]
+    assert main(argv) == 1
+    out = capsys.readouterr().out
+    code, payload = _json_run(argv, capsys)
+    assert (code, payload["boundaries"]) == (1, True)
+    once, *by_dtype = payload["results"]
+    # The boundary examples run once for both dtypes, then each dtype's random examples.
+    assert (once["dtype"], once["passed"]) == ("float32,float64", False)
+    assert once["boundary_examples"] > 0
+    assert once["boundary"].startswith("fails from N = 1,025")
+    assert once["boundary"] in out
+    command = shlex.split(once["replay"])
+    assert command[4:] == [
+        "--only", f"{kernels}:drops_past_1024/-/cpu/float32,float64",
+        "--candidate", f"{kernels}:drops_past_1024", "--max-examples", "1",
+    ]  # fmt: skip
+    assert [(r["dtype"], r["passed"], r["boundary_examples"]) for r in by_dtype] == [
+        ("float32", True, 0),
+        ("float64", True, 0),
+    ]
+    assert all(r["replay"].endswith(" --max-examples 3 --no-boundaries") for r in by_dtype)
+    code, replayed = _json_run(command[1:], capsys)
+    assert code == 1
+    assert replayed["results"][0]["boundary"] == once["boundary"]

@@ -8,23 +8,58 @@ pipe, a file, a CI log) every step of the progress is one plain line, and a tabl
 plain text, one line a row, with no ANSI escape code. Results go to stdout and progress to
 stderr, so that ``--json`` keeps stdout to the JSON alone
 ([`write_json`][embedding_equivalence._console.write_json]).
+
+A ``verify`` run is a table of cells, each named ``IMPLEMENTATION/OPTIONS/DEVICE/DTYPE``
+([`cell_name`][embedding_equivalence._console.cell_name]). The run has one seed, drawn at
+random unless given; each cell verifies under its own seed,
+[`cell_seed`][embedding_equivalence._console.cell_seed]: the first 4 bytes, read big-endian,
+of the SHA-256 of ``"RUN_SEED/CELL"``. So the cells of a run draw different examples, the same
+run seed gives the same cell seeds on any machine, and ``verify --seed RUN_SEED --only CELL``
+replays one cell ([`replay_command`][embedding_equivalence._console.replay_command]).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 import os
+import random
+import shlex
 import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import rich.console
 import rich.progress
 import rich.table
 
-__all__ = ["Progress", "Table", "is_terminal", "print_table", "write_json", "write_title"]
+from ._usage import UsageError
+
+if TYPE_CHECKING:
+    from ._verify import VerificationReport
+
+__all__ = [
+    "PROGRAM",
+    "Progress",
+    "Table",
+    "cell_name",
+    "cell_seed",
+    "draw_run_seed",
+    "is_terminal",
+    "parse_cell",
+    "print_table",
+    "replay_command",
+    "result_fields",
+    "write_failure",
+    "write_json",
+    "write_title",
+]
+
+#: The console script's name, as a replay command writes it.
+PROGRAM = "embedding-equivalence"
 
 
 def is_terminal(stream: TextIO) -> bool:
@@ -241,3 +276,120 @@ def write_json(payload: Any, path: str, out: TextIO) -> None:
     else:
         with open(path, "w", encoding="utf-8") as f:
             f.write(text)
+
+
+def cell_name(implementation: str, options: Sequence[str], device: str, dtype: str) -> str:
+    """The name of a cell (a row of ``verify``'s table), as ``--only`` takes it.
+
+    Args:
+        implementation: the implementation's name (or the ``--candidate`` spec).
+        options: the options exercised; none is written ``-``.
+        device: the device, e.g. ``"cpu"``.
+        dtype: the dtype's name, e.g. ``"float32"`` (for a sharded row, its dtypes).
+
+    Returns:
+        ``IMPLEMENTATION/OPTIONS/DEVICE/DTYPE``, e.g. ``lookup_embedding/padding_idx/cpu/float32``.
+    """
+    return f"{implementation}/{','.join(options) or '-'}/{device}/{dtype}"
+
+
+def parse_cell(text: str) -> tuple[str, tuple[str, ...], str, str]:
+    """Read a cell's name back (the inverse of [`cell_name`][]).
+
+    Args:
+        text: ``IMPLEMENTATION/OPTIONS/DEVICE/DTYPE``.
+
+    Returns:
+        ``(implementation, options, device, dtype)``.
+
+    Raises:
+        UsageError: when ``text`` is not four parts separated by ``/``.
+    """
+    parts = text.rsplit("/", 3)
+    if len(parts) != 4 or not all(p.strip() for p in parts):
+        raise UsageError(
+            f"--only {text!r}: expected IMPLEMENTATION/OPTIONS/DEVICE/DTYPE, e.g. "
+            "lookup_embedding/padding_idx/cpu/float32 (- for no options)"
+        )
+    implementation, options, device, dtype = (p.strip() for p in parts)
+    opts = () if options == "-" else tuple(o.strip() for o in options.split(",") if o.strip())
+    return implementation, opts, device, dtype
+
+
+def cell_seed(run_seed: int, cell: str) -> int:
+    """The seed a cell verifies under: stable, and different from cell to cell.
+
+    Args:
+        run_seed: the run's seed (``--seed``).
+        cell: the cell's name, from [`cell_name`][].
+
+    Returns:
+        The first 4 bytes of ``sha256(f"{run_seed}/{cell}")``, big-endian: in ``[0, 2**32)``.
+    """
+    digest = hashlib.sha256(f"{run_seed}/{cell}".encode()).digest()
+    return int.from_bytes(digest[:4], "big")
+
+
+def draw_run_seed() -> int:
+    """A fresh run seed in ``[0, 2**32)``, for a run given no ``--seed``."""
+    return random.SystemRandom().randrange(2**32)
+
+
+def replay_command(run_seed: int, cell: str, flags: Sequence[str]) -> str:
+    """The shell command that verifies one cell of a run again, under the same seed.
+
+    Args:
+        run_seed: the run's seed.
+        cell: the cell's name.
+        flags: the run's other flags that shape a cell (``--candidate``, sizes, ...).
+
+    Returns:
+        ``embedding-equivalence verify --seed RUN_SEED --only CELL FLAGS``, quoted for a shell.
+    """
+    words = [PROGRAM, "verify", "--seed", str(run_seed), "--only", cell, *flags]
+    return shlex.join(words)
+
+
+def result_fields(report: VerificationReport, cell: str, replay: str) -> dict[str, Any]:
+    """A cell's outcome, as the rows of ``--json`` hold it.
+
+    Args:
+        report: the cell's report.
+        cell: the cell's name.
+        replay: the command that replays the cell.
+
+    Returns:
+        ``passed``, ``examples``, ``boundary_examples`` (of them, the boundary examples),
+        ``worst_error``, ``seed`` (the cell's), ``cell``, ``replay``, ``seconds``, ``failure``,
+        ``boundary`` (the boundary a failure crossed, else ``None``) and ``counterexample``.
+    """
+    return {
+        "passed": report.passed,
+        "examples": report.examples,
+        "boundary_examples": report.boundary_examples,
+        "worst_error": report.worst_error if math.isfinite(report.worst_error) else None,
+        "seed": report.seed,
+        "cell": cell,
+        "replay": replay,
+        "seconds": round(report.elapsed, 3),
+        "failure": report.failure,
+        "boundary": report.boundary,
+        "counterexample": report.counterexample,
+    }
+
+
+def write_failure(out: TextIO, report: VerificationReport, row: dict[str, Any]) -> None:
+    """Write a failed cell: its name, seed and replay command, then the report.
+
+    Args:
+        out: where it goes.
+        report: the cell's report (its text names the boundary a failure crossed).
+        row: the cell's fields, from [`result_fields`][].
+    """
+    out.write("\n")
+    write_title(out, f"FAILED {row['cell']} (cell seed {row['seed']})")
+    out.write(f"Replay this cell: {row['replay']}\n")
+    text = str(report)
+    if report.boundary and report.boundary not in text:
+        out.write(f"Boundary example: {report.boundary}\n")
+    out.write(f"{text}\n")

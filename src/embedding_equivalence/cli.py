@@ -6,6 +6,14 @@ printed), 2 on a usage error (one line on stderr, no traceback).
 Results go to stdout and progress to stderr, through
 [`_console`][embedding_equivalence._console]: a progress bar and a rich table on a terminal,
 plain lines in a pipe, a file or under ``CI``. A bare ``--json`` puts the JSON alone on stdout.
+
+``verify`` runs a table of cells, one per implementation x options x device x dtype, each
+named ``IMPLEMENTATION/OPTIONS/DEVICE/DTYPE``. The run has one seed (``--seed``, or drawn at
+random), printed with the summary and in the JSON; each cell verifies under its own seed,
+[`cell_seed`][embedding_equivalence._console.cell_seed] of the run's seed and the cell's name
+(the first 4 bytes of ``sha256("RUN_SEED/CELL")``, big-endian), so that the cells draw
+different examples and ``verify --seed RUN_SEED --only CELL`` replays one of them: a failing
+cell prints that command. ``--no-boundaries`` turns off the verifiers' boundary phase.
 """
 
 from __future__ import annotations
@@ -14,7 +22,6 @@ import argparse
 import contextlib
 import functools
 import importlib
-import math
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -24,7 +31,20 @@ from typing import Any, NoReturn, TextIO
 import torch
 from hypothesis.errors import InvalidArgument
 
-from ._console import Progress, Table, print_table, write_json, write_title
+from ._console import (
+    Progress,
+    Table,
+    cell_name,
+    cell_seed,
+    draw_run_seed,
+    parse_cell,
+    print_table,
+    replay_command,
+    result_fields,
+    write_failure,
+    write_json,
+    write_title,
+)
 from ._usage import UsageError, int_at_least
 from .forms.options import BAG_OPTIONS, EMBEDDING_OPTIONS
 from .forms.registry import forms
@@ -39,6 +59,9 @@ _DTYPES = {
 }
 #: Examples per row of the default ``verify`` table (implementation x options x device x dtype).
 DEFAULT_CLI_EXAMPLES = 25
+#: Random examples of a row that runs the boundary phase for several dtypes (the verifiers
+#: take no budget of 0).
+_BOUNDARY_CELL_EXAMPLES = 1
 _RESULT_COLUMNS = (
     "result",
     "implementation",
@@ -62,6 +85,52 @@ class _Target:
     fn: Callable[..., Any]
     options: tuple[str, ...]
     bag: bool
+
+
+@dataclass(frozen=True)
+class _Cell:
+    """A row of the table: one verification of ``target``."""
+
+    target: _Target
+    options: tuple[str, ...]
+    device: str
+    dtypes: tuple[torch.dtype, ...]
+    max_examples: int
+    boundaries: bool
+
+    def flags(self) -> list[str]:
+        """The flags that give ``--only`` this cell's budget and phases."""
+        return _budget_flags(self.max_examples, self.boundaries)
+
+
+def _budget_flags(max_examples: int, boundaries: bool) -> list[str]:
+    """``--max-examples`` (unless the default) and ``--no-boundaries`` (when off)."""
+    flags = []
+    if max_examples != DEFAULT_CLI_EXAMPLES:
+        flags += ["--max-examples", str(max_examples)]
+    if not boundaries:
+        flags.append("--no-boundaries")
+    return flags
+
+
+def _cells(
+    target: _Target,
+    options: tuple[str, ...],
+    device: str,
+    dtypes: tuple[torch.dtype, ...],
+    max_examples: int,
+    boundaries: bool,
+) -> list[_Cell]:
+    """The rows of ``target`` with ``options`` on ``device``: one per dtype.
+
+    With the boundary phase on and several dtypes, a first row runs the boundary examples once
+    for them all (the dtypes take turns along each axis; its budget is one random example),
+    and the rows of one dtype run their random examples without repeating the phase.
+    """
+    if not boundaries or len(dtypes) < 2:
+        return [_Cell(target, options, device, (dt,), max_examples, boundaries) for dt in dtypes]
+    once = _Cell(target, options, device, dtypes, _BOUNDARY_CELL_EXAMPLES, True)
+    return [once, *(_Cell(target, options, device, (dt,), max_examples, False) for dt in dtypes)]
 
 
 def _package_targets(bag_only: bool) -> list[_Target]:
@@ -131,6 +200,7 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     import embedding_equivalence as ee
     from embedding_equivalence import strategies as ees
 
+    only = _only(args)
     try:
         dtypes = [_DTYPES[d] for d in args.dtypes] if args.dtypes else None
     except KeyError as exc:
@@ -149,7 +219,7 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 f"{', '.join(ees.available_devices())})"
             )
     if args.sharding is not None:
-        return _verify_sharded(args, dtypes, devices, out, err)
+        return _verify_sharded(args, dtypes, devices, only, out, err)
     if args.scheme is None and args.symmetric:
         raise UsageError("--symmetric goes with --scheme int8")
     if args.scheme is not None:
@@ -157,7 +227,7 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.bag and args.num_ids is not None:
         raise UsageError("--num-ids: the bag verifier draws its own bags; drop --num-ids")
     allowed = BAG_OPTIONS if args.bag else EMBEDDING_OPTIONS
-    if args.options is not None:
+    if args.options is not None and (only is None or args.candidate):  # else: _only_job
         unknown = [o for o in args.options if o not in allowed]
         if unknown:
             raise UsageError(
@@ -179,26 +249,32 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             for t in targets
         }
 
-    columns: list[tuple[str, torch.dtype]] = []
-    for dev in devices:
-        supported = ees.supported_float_dtypes(dev)
-        default = ees.QUANTIZED_SCALE_DTYPES if args.scheme else supported
-        for dt in dtypes or default:
-            if dt in supported:
-                columns.append((dev, dt))
-    jobs = [
-        (t, opts, dev, dt)
-        for t in targets
-        for opts in dict.fromkeys(option_sets[t.name])
-        for dev, dt in columns
-    ]
+    boundaries = not args.no_boundaries
+    if only is not None:
+        target, opts, dev, dts = _only_job(only, targets, args)
+        jobs = [_Cell(target, opts, dev, dts, args.max_examples, boundaries)]
+    else:
+        jobs = []
+        for t in targets:
+            for opts in dict.fromkeys(option_sets[t.name]):
+                for dev in devices:
+                    supported = ees.supported_float_dtypes(dev)
+                    default = ees.QUANTIZED_SCALE_DTYPES if args.scheme else supported
+                    dts = tuple(dt for dt in dtypes or default if dt in supported)
+                    jobs += _cells(t, opts, dev, dts, args.max_examples, boundaries)
+    run_seed = args.seed if args.seed is not None else draw_run_seed()
+    flags = _replay_flags(args)
     results: list[dict[str, Any]] = []
-    failures: list[ee.VerificationReport] = []
+    failures: list[tuple[ee.VerificationReport, dict[str, Any]]] = []
     with Progress("verify", len(jobs), err) as progress:
-        for target, opts, dev, dt in jobs:
-            progress.step(f"{target.name} [{','.join(opts) or '-'}] {dev}-{_dtype_name(dt)}")
+        for job in jobs:
+            dtype_text = ",".join(_dtype_name(dt) for dt in job.dtypes)
+            progress.step(
+                f"{job.target.name} [{','.join(job.options) or '-'}] {job.device}-{dtype_text}"
+            )
+            cell = cell_name(job.target.name, job.options, job.device, dtype_text)
             sizes: dict[str, Any] = {"vocab_sizes": args.vocab_sizes, "dims": args.dims}
-            if not target.bag:
+            if not job.target.bag:
                 sizes["num_ids"] = args.num_ids
             if args.scheme is not None:  # a quantized table: no options, forward only
                 verify: Callable[..., ee.VerificationReport] = functools.partial(
@@ -206,52 +282,47 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 )
             else:
                 verify = functools.partial(
-                    ee.verify_embedding_bag if target.bag else ee.verify_embedding,
-                    options=opts,
+                    ee.verify_embedding_bag if job.target.bag else ee.verify_embedding,
+                    options=job.options,
                     backward=not args.forward_only,
                 )
             try:
                 report = verify(
-                    target.fn,
-                    dtypes=[dt],
-                    devices=[dev],
-                    max_examples=args.max_examples,
-                    seed=args.seed,
+                    job.target.fn,
+                    dtypes=list(job.dtypes),
+                    devices=[job.device],
+                    max_examples=job.max_examples,
+                    seed=cell_seed(run_seed, cell),
+                    boundaries=job.boundaries,
                     **sizes,
                 )
             except InvalidArgument as exc:  # a size that does not fit, refused before drawing
                 raise UsageError(str(exc)) from None
-            results.append(
-                {
-                    "implementation": target.name,
-                    "options": list(opts),
-                    "device": dev,
-                    "dtype": _dtype_name(dt),
-                    "passed": report.passed,
-                    "examples": report.examples,
-                    "worst_error": (
-                        report.worst_error if math.isfinite(report.worst_error) else None
-                    ),
-                    "seed": report.seed,
-                    "seconds": round(report.elapsed, 3),
-                    "failure": report.failure,
-                    "counterexample": report.counterexample,
-                }
-            )
+            replay = replay_command(run_seed, cell, [*flags, *job.flags()])
+            row = {
+                "implementation": job.target.name,
+                "options": list(job.options),
+                "device": job.device,
+                "dtype": dtype_text,
+                **result_fields(report, cell, replay),
+            }
+            results.append(row)
             if not report.passed:
-                failures.append(report)
+                failures.append((report, row))
 
     total = sum(r["examples"] for r in results)
     seconds = sum(r["seconds"] for r in results)
     summary = (
         f"{len(results) - len(failures)} passed, {len(failures)} failed "
-        f"({total} examples in {seconds:.1f} s)"
+        f"({total} examples in {seconds:.1f} s; run seed {run_seed})"
     )
     if args.json is not None:
         payload = {
             "schema": "embedding-equivalence/verify/1",
             "torch": torch.__version__,
+            "seed": run_seed,
             "max_examples": args.max_examples,
+            "boundaries": not args.no_boundaries,
             "passed": not failures,
             "results": results,
         }
@@ -276,10 +347,100 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     print_table(out, table)
     judged = "output" if args.scheme else "gradient"
     out.write(f"\nworst/bound: the worst {judged} error as a fraction of its derived bound\n")
-    for report in failures:
-        out.write(f"\n{report}\n")
+    if any(len(job.dtypes) > 1 for job in jobs):
+        out.write(
+            "a row of several dtypes runs the boundary examples once for them (the dtypes take "
+            "turns) and one random example;\nthe rows of one dtype after it run their random "
+            "examples\n"
+        )
+    for report, row in failures:
+        write_failure(out, report, row)
     out.write(f"\n{summary}\n")
     return 1 if failures else 0
+
+
+def _only(args: argparse.Namespace) -> tuple[str, tuple[str, ...], str, str] | None:
+    """``--only``'s cell, read and checked; ``None`` without it.
+
+    The cell's options, device and dtype take the place of ``--options``, ``--devices`` and
+    ``--dtypes`` (which it refuses beside it), so that they are checked as those are.
+    """
+    if args.only is None:
+        return None
+    for flag, given in (
+        ("--options", args.options),
+        ("--devices", args.devices),
+        ("--dtypes", args.dtypes),
+    ):
+        if given is not None:
+            raise UsageError(f"--only names the cell's options, device and dtype; drop {flag}")
+    implementation, opts, device, dtype = parse_cell(args.only)
+    # A cell may draw from several dtypes, comma-separated; a sharded row from all of them.
+    names = [] if args.sharding is not None and dtype == "all" else _csv(dtype)
+    unknown = [d for d in names if d not in _DTYPES]
+    if unknown or (args.sharding is None and not names):
+        choices = ", ".join(_DTYPES) if args.sharding is None else ", ".join([*_DTYPES, "all"])
+        raise UsageError(f"--only: unknown dtype {dtype!r}; choose from {choices}")
+    args.options, args.devices, args.dtypes = list(opts), [device], names or None
+    return implementation, opts, device, dtype
+
+
+def _only_job(
+    only: tuple[str, tuple[str, ...], str, str],
+    targets: Sequence[_Target],
+    args: argparse.Namespace,
+) -> tuple[_Target, tuple[str, ...], str, tuple[torch.dtype, ...]]:
+    """The one job of ``--only``: its implementation among ``targets``, with its options."""
+    from embedding_equivalence import strategies as ees
+
+    implementation, opts, device, dtype_name = only
+    by_name = {t.name: t for t in targets}
+    if implementation not in by_name:
+        raise UsageError(
+            f"--only: no implementation {implementation!r} in this run; choose from "
+            f"{', '.join(by_name)}"
+        )
+    target = by_name[implementation]
+    if not args.candidate:
+        refused = [o for o in opts if o not in target.options]
+        if refused:
+            raise UsageError(
+                f"--only: {implementation} takes no {', '.join(refused)}; its options are "
+                f"{', '.join(target.options) or 'none'}"
+            )
+    dtypes = tuple(_DTYPES[d] for d in _csv(dtype_name))
+    unsupported = [_dtype_name(d) for d in dtypes if d not in ees.supported_float_dtypes(device)]
+    if unsupported:
+        raise UsageError(f"--only: {', '.join(unsupported)} not supported on {device}")
+    return target, opts, device, dtypes
+
+
+def _replay_flags(args: argparse.Namespace) -> list[str]:
+    """The flags of this run that shape every cell, for the command that replays one.
+
+    ``--max-examples`` and ``--no-boundaries`` are the cell's own ([`_Cell.flags`][]).
+    """
+    flags: list[str] = []
+    for flag, value in (("--candidate", args.candidate), ("--scheme", args.scheme)):
+        if value is not None:
+            flags += [flag, value]
+    for flag, value in (("--vocab-sizes", args.vocab_sizes), ("--dims", args.dims)):
+        if value is not None:
+            flags += [flag, _size_text(value)]
+    if args.num_ids is not None:
+        flags += ["--num-ids", _size_text(args.num_ids)]
+    for flag, on in (
+        ("--bag", args.bag),
+        ("--symmetric", args.symmetric),
+        ("--forward-only", args.forward_only),
+    ):
+        if on:
+            flags.append(flag)
+    return flags
+
+
+def _size_text(value: int | tuple[int, int]) -> str:
+    return f"{value[0]}:{value[1]}" if isinstance(value, tuple) else str(value)
 
 
 def _check_quantized_args(args: argparse.Namespace) -> None:
@@ -299,6 +460,7 @@ def _verify_sharded(
     args: argparse.Namespace,
     dtypes: list[torch.dtype] | None,
     devices: list[str],
+    only: tuple[str, tuple[str, ...], str, str] | None,
     out: TextIO,
     err: TextIO,
 ) -> int:
@@ -314,7 +476,11 @@ def _verify_sharded(
             sharding=args.sharding, world_size=args.world_size, candidate=candidate,
             options=args.options, dtypes=dtypes, device=devices[0],
             max_examples=args.max_examples, backward=not args.forward_only, seed=args.seed,
-            json_path=args.json, out=out, err=err,
+            json_path=args.json, out=out, err=err, boundaries=not args.no_boundaries,
+            only=None if only is None else only[0],
+            replay_flags=[
+                *_replay_flags(args), *_budget_flags(args.max_examples, not args.no_boundaries)
+            ],
         )  # fmt: skip
 
 
@@ -374,6 +540,17 @@ def _build_parser() -> _Parser:
     v = sub.add_parser(
         "verify",
         help="verify the package's implementations, or your kernel, against the float64 oracle",
+        description="Verify the package's implementations, or your kernel, against the float64 "
+        "oracle: a table of cells, one per implementation x options x device x dtype.",
+        epilog="Seeds: a run has one seed (--seed, or drawn at random), printed with the "
+        "summary and in the JSON. Each cell verifies under its own seed: the first 4 bytes, "
+        "big-endian, of sha256('RUN_SEED/CELL'), CELL written as --only takes it; the JSON "
+        "records it as the row's seed. A failing cell prints the command that replays it: "
+        "embedding-equivalence verify --seed RUN_SEED --only CELL, with the run's other flags. "
+        "Boundaries: every verification begins with fixed boundary examples (the same under "
+        "every seed). With several dtypes, a first row of each implementation x options x "
+        "device runs them once for all its dtypes (they take turns) with one random example, "
+        "and the rows of one dtype run the random examples.",
     )
     v.add_argument(
         "--candidate",
@@ -415,8 +592,26 @@ def _build_parser() -> _Parser:
         v.add_argument(
             flag, type=_size, metavar="N|LO:HI", help=f"{what}: a value or a range (default: drawn)"
         )
-    v.add_argument("--seed", type=_nonnegative_int, help="fix Hypothesis's seed to replay a run")
+    v.add_argument(
+        "--seed",
+        type=_nonnegative_int,
+        help="the run's seed, to replay a run (default: drawn at random; printed either way); "
+        "each cell verifies under its own seed, derived from it",
+    )
+    v.add_argument(
+        "--only",
+        metavar="IMPL/OPTIONS/DEVICE/DTYPE",
+        help="verify one cell (row) of the table, e.g. lookup_embedding/padding_idx/cpu/float32 "
+        "(OPTIONS and DTYPE comma-separated, - for no options; with --sharding, DTYPE may be "
+        "all); with the run's --seed it replays that cell: a failing cell prints the command",
+    )
     v.add_argument("--forward-only", action="store_true", help="skip the gradient checks")
+    v.add_argument(
+        "--no-boundaries",
+        action="store_true",
+        help="skip the boundary phase (the fixed examples at sizes around powers of two, edge "
+        "shapes and bad input that run before the random ones)",
+    )
     v.add_argument(
         "--json",
         nargs="?",

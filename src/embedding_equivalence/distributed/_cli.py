@@ -6,11 +6,15 @@ on every rank by ``torchrun`` (``torchrun --nproc-per-node 2 -m embedding_equiva
 runs the same rows, and rank 0 prints the table (and the JSON of ``--json``); every rank exits
 with the same status. The output follows [`_console`][embedding_equivalence._console]'s rule,
 as ``verify`` does without ``--sharding``.
+
+A row is a cell ``IMPLEMENTATION/OPTIONS/DEVICE/DTYPES`` (``DTYPES`` comma-separated, or
+``all`` when ``--dtypes`` is not given) and verifies under its own seed, derived from the
+run's as ``verify`` derives it ([`cell_seed`][embedding_equivalence._console.cell_seed]).
+Under torchrun, rank 0 draws the run's seed when none is given and sends it to every rank.
 """
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable, Sequence
 from datetime import timedelta
@@ -19,7 +23,18 @@ from typing import Any, TextIO
 import torch
 import torch.distributed as dist
 
-from .._console import Progress, Table, print_table, write_json
+from .._console import (
+    Progress,
+    Table,
+    cell_name,
+    cell_seed,
+    draw_run_seed,
+    print_table,
+    replay_command,
+    result_fields,
+    write_failure,
+    write_json,
+)
 from .._usage import UsageError
 from .._verify import VerificationReport
 from ._group import DEFAULT_TIMEOUT
@@ -57,6 +72,9 @@ def run_sharded_verify(
     json_path: str | None,
     out: TextIO,
     err: TextIO,
+    boundaries: bool = True,
+    only: str | None = None,
+    replay_flags: Sequence[str] = (),
 ) -> int:
     """Verify the package's sharded forms (or ``candidate``) and print a table of results.
 
@@ -69,11 +87,16 @@ def run_sharded_verify(
         device: ``"cpu"`` or ``"cuda"``.
         max_examples: examples a row.
         backward: also check the gradients.
-        seed: Hypothesis's seed.
+        seed: the run's seed (``None``: drawn at random); each row verifies under its own,
+            derived from it.
         json_path: ``--json``: ``"-"`` writes the results as JSON on ``out`` instead of the
             table, a file name writes them there beside the table; ``None``, no JSON.
         out: where the table goes (rank 0 only under torchrun).
         err: where the progress goes (rank 0 only under torchrun).
+        boundaries: run the verifier's boundary phase (``--no-boundaries``: False).
+        only: ``--only``'s implementation: verify that one row, with ``options`` as given.
+        replay_flags: the run's flags that shape a row, for the command that replays one
+            (``--sharding`` and ``--world-size`` are added here).
 
     Returns:
         0 when every row passed, else 1.
@@ -84,7 +107,6 @@ def run_sharded_verify(
             f"--options: {', '.join(unknown)} not taken by sharded embeddings; choose from "
             f"{', '.join(SHARDED_OPTIONS)}"
         )
-    in_group = _join_torchrun_group(device)
     if candidate is not None:
         rows = [(candidate[0], candidate[1], tuple(options or ()))]
     else:
@@ -94,60 +116,96 @@ def run_sharded_verify(
             if form_sharding == sharding
             for opts in dict.fromkeys([(), tuple(options or SHARDED_OPTIONS)])
         ]
+    if only is not None:
+        names = [name for name, _, _ in rows]
+        if only not in names:
+            raise UsageError(
+                f"--only: no implementation {only!r} with --sharding {sharding}; choose from "
+                f"{', '.join(dict.fromkeys(names))}"
+            )
+        rows = [next((name, fn, tuple(options or ())) for name, fn, _ in rows if name == only)]
+    in_group = _join_torchrun_group(device)
+    run_seed = _run_seed(seed, in_group)
+    dtype_names = ",".join(str(d).removeprefix("torch.") for d in dtypes or ()) or "all"
+    cells = [cell_name(name, opts, device, dtype_names) for name, _, opts in rows]
     speak = not in_group or dist.get_rank() == 0
     reports: list[VerificationReport] = []
     with Progress("verify", len(rows), err, enabled=speak) as progress:
-        for name, fn, opts in rows:
+        for (name, fn, opts), cell in zip(rows, cells, strict=True):
             progress.step(f"{name} [{','.join(opts) or '-'}] sharding={sharding}")
             report = verify_sharded_embedding(
                 fn, sharding=sharding, world_size=world_size, options=opts, dtypes=dtypes,
-                device=device, max_examples=max_examples, backward=backward, seed=seed,
+                device=device, max_examples=max_examples, backward=backward,
+                seed=cell_seed(run_seed, cell), boundaries=boundaries,
             )  # fmt: skip
             reports.append(report)
     failures = [r for r in reports if not r.passed]
     if speak:
-        _print_results(rows, reports, sharding, device, max_examples, json_path, out, err)
+        results = [
+            _row(name, opts, cell, report, sharding, device, run_seed, replay_flags)
+            for (name, _, opts), cell, report in zip(rows, cells, reports, strict=True)
+        ]
+        _print_results(results, reports, run_seed, max_examples, boundaries, json_path, out, err)
     if in_group:
         dist.barrier()
     return 1 if failures else 0
 
 
-def _print_results(
-    rows: Sequence[tuple[str, Callable[..., Any], tuple[str, ...]]],
-    reports: Sequence[VerificationReport],
+def _run_seed(seed: int | None, in_group: bool) -> int:
+    """The run's seed: ``seed``, or drawn at random (under torchrun, by rank 0 for all)."""
+    if seed is not None:
+        return seed
+    drawn: list[int | None] = [draw_run_seed()]
+    if in_group:
+        dist.broadcast_object_list(drawn, src=0)
+    assert drawn[0] is not None
+    return drawn[0]
+
+
+def _row(
+    name: str,
+    opts: tuple[str, ...],
+    cell: str,
+    report: VerificationReport,
     sharding: str,
     device: str,
+    run_seed: int,
+    replay_flags: Sequence[str],
+) -> dict[str, Any]:
+    """A row's fields, for the table and ``--json``."""
+    world = report.extra["world_size"]
+    flags = ["--sharding", sharding, "--world-size", str(world), *replay_flags]
+    return {
+        "implementation": name,
+        "options": list(opts),
+        "sharding": sharding,
+        "world_size": world,
+        "device": device,
+        **result_fields(report, cell, replay_command(run_seed, cell, flags)),
+    }
+
+
+def _print_results(
+    results: Sequence[dict[str, Any]],
+    reports: Sequence[VerificationReport],
+    run_seed: int,
     max_examples: int,
+    boundaries: bool,
     json_path: str | None,
     out: TextIO,
     err: TextIO,
 ) -> None:
     failures = [r for r in reports if not r.passed]
-    summary = f"{len(reports) - len(failures)} passed, {len(failures)} failed"
+    summary = f"{len(reports) - len(failures)} passed, {len(failures)} failed; run seed {run_seed}"
     if json_path is not None:
-        results = [
-            {
-                "implementation": name,
-                "options": list(opts),
-                "sharding": sharding,
-                "world_size": report.extra["world_size"],
-                "device": device,
-                "passed": report.passed,
-                "examples": report.examples,
-                "worst_error": report.worst_error if math.isfinite(report.worst_error) else None,
-                "seed": report.seed,
-                "seconds": round(report.elapsed, 3),
-                "failure": report.failure,
-                "counterexample": report.counterexample,
-            }
-            for (name, _, opts), report in zip(rows, reports, strict=True)
-        ]
         payload = {
             "schema": "embedding-equivalence/verify-sharded/1",
             "torch": torch.__version__,
+            "seed": run_seed,
             "max_examples": max_examples,
+            "boundaries": boundaries,
             "passed": not failures,
-            "results": results,
+            "results": list(results),
         }
         write_json(payload, json_path, out)
         if json_path == "-":  # stdout holds the JSON alone; the summary goes with the progress
@@ -155,18 +213,19 @@ def _print_results(
             return
     columns = ("result", "implementation", "options", "sharding", "world size", "examples")
     table = Table((*columns, "seconds"), right=(4, 5, 6))
-    for (name, _, opts), report in zip(rows, reports, strict=True):
+    for row in results:
         table.add_row(
-            "pass" if report.passed else "FAIL",
-            name,
-            ",".join(opts) or "-",
-            sharding,
-            str(report.extra["world_size"]),
-            str(report.examples),
-            f"{report.elapsed:.1f}",
-            style=None if report.passed else "bold red",
+            "pass" if row["passed"] else "FAIL",
+            row["implementation"],
+            ",".join(row["options"]) or "-",
+            row["sharding"],
+            str(row["world_size"]),
+            str(row["examples"]),
+            f"{row['seconds']:.1f}",
+            style=None if row["passed"] else "bold red",
         )
     print_table(out, table)
-    for report in failures:
-        out.write(f"\n{report}\n")
+    for row, report in zip(results, reports, strict=True):
+        if not report.passed:
+            write_failure(out, report, row)
     out.write(f"\n{summary}\n")

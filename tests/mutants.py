@@ -20,6 +20,7 @@ bound, so none of these can (or should) be caught.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +28,14 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-__all__ = ["MUTANTS", "Mutant"]
+__all__ = [
+    "LARGE_TABLE_MUTANTS",
+    "MUTANTS",
+    "Mutant",
+    "blocked_embedding",
+    "compiled_mutants",
+    "row_offsets_int32",
+]
 
 _INDEX_DTYPES = (torch.int64, torch.int32)
 
@@ -44,12 +52,17 @@ class Mutant:
         options: the ``verify_embedding`` options that make the bug reachable.
         backward: whether the gradient must be checked (``False`` for forward-only bugs,
             which also exercises the verifier's forward-only path).
+        large_table: the bug lives only in tables of more than ``2**31`` elements, which a
+            default run never builds: such a mutant is listed in
+            :data:`LARGE_TABLE_MUTANTS`, not in :data:`MUTANTS`, and is for the large-table
+            runs (``vocab_sizes`` and ``dims`` past ``2**31`` elements).
     """
 
     name: str
     fn: Callable[..., torch.Tensor]
     options: tuple[str, ...]
     backward: bool = True
+    large_table: bool = False
 
 
 # --------------------------------------------------------------------------------------------
@@ -604,6 +617,359 @@ def max_norm_ignores_norm_type(
     return F.embedding(input, weight, padding_idx, max_norm, 2.0, scale_grad_by_freq, sparse)
 
 
+# --------------------------------------------------------------------------------------------
+# Sizes: launch grids, column vectors, dispatch limits, narrow integers, int32 offsets.
+#
+# These are one kernel, :func:`blocked_embedding`, written as a Triton or CUDA kernel is: a
+# forward launched as a grid of programs over blocks of ids, each copying a row in vectors of
+# columns; a backward that accumulates blocks of ids into a zeroed gradient, with per-row
+# counters for ``scale_grad_by_freq``. Without a bug it is ``F.embedding`` with every option
+# (``tests/test_mutants.py`` checks that control). Each mutant below plants one bug that only
+# shows past a size: small random examples pass, and only an example past the boundary (a
+# number of ids, a width, a repeat count, a vocabulary) catches it.
+# --------------------------------------------------------------------------------------------
+
+#: Ids per program of the forward's launch grid.
+_BLOCK_IDS = 256
+#: Columns per vector of the forward's column loop.
+_VECTOR = 128
+#: The widest row of the forward's specialisations (a row staged in a buffer of this size).
+_MAX_WIDTH = 1024
+#: Ids per program of the backward's accumulation.
+_BACKWARD_BLOCK = 128
+#: Inputs up to this many ids take the backward's per-feature path, longer ones the sorted
+#: segment path (the split of torch's CUDA backward that pytorch#28716 was about).
+_FEATURE_PATH_IDS = 768
+
+
+def row_offsets_int32(ids: torch.Tensor, row_stride: int) -> torch.Tensor:
+    """``id * row_stride`` as a kernel computes it in int32: it wraps past ``2**31 - 1``."""
+    return ids.to(torch.int32) * row_stride
+
+
+def _read_rows_int32(weight: torch.Tensor, ids: torch.Tensor, cols: range) -> torch.Tensor:
+    """``weight[ids][:, cols]`` read through element offsets into the storage, the way a kernel
+    reads ``weight_ptr + id * stride_v + col * stride_d``, the offsets computed in int32.
+
+    The storage is viewed in place (no copy of the table): below ``2**31`` elements the offsets
+    are exact and this is ``weight[ids][:, cols]``; past it they wrap, to another row or to a
+    negative offset, which reads from the end of the storage as a wild pointer reads memory it
+    does not own.
+    """
+    size = weight.untyped_storage().nbytes() // weight.element_size()
+    storage = weight.detach().as_strided((size,), (1,), 0)
+    stride_v, stride_d = weight.stride()
+    columns = torch.tensor(cols, dtype=torch.int32, device=ids.device) * stride_d
+    offsets = row_offsets_int32(ids, stride_v)[:, None] + columns[None, :]
+    return storage[(offsets + int(weight.storage_offset())).long()]
+
+
+def _gather_kernel(weight: torch.Tensor, flat: torch.Tensor, bug: str | None) -> torch.Tensor:
+    """The forward: a grid of programs over blocks of ids, each copying vectors of columns."""
+    n, dim = flat.shape[0], weight.shape[1]
+    out = weight.new_zeros((n, dim))  # the wrapper zero-fills the output it launches into
+    if bug == "zero_rows_wider_than_1024" and dim > _MAX_WIDTH:
+        return out  # no specialisation for wider rows: nothing is launched
+    ids = flat
+    if bug == "ids_packed_in_int16":
+        ids = flat.to(torch.int16).long()  # the ids' host-to-device copy, halved
+    programs = math.ceil(n / _BLOCK_IDS)
+    if bug == "grid_drops_partial_block" and n > _BLOCK_IDS:
+        programs = n // _BLOCK_IDS  # one program per *full* block; a short batch gets one
+    vectors = math.ceil(dim / _VECTOR)
+    if bug == "width_tail_dropped" and dim > _VECTOR:
+        vectors = dim // _VECTOR  # a row wider than one vector: full vectors only
+    with torch.no_grad():
+        for program in range(programs):
+            block = slice(program * _BLOCK_IDS, (program + 1) * _BLOCK_IDS)
+            for vector in range(vectors):
+                cols = range(vector * _VECTOR, min((vector + 1) * _VECTOR, dim))
+                if bug == "row_offset_in_int32":
+                    out[block, cols.start : cols.stop] = _read_rows_int32(weight, ids[block], cols)
+                else:
+                    out[block, cols.start : cols.stop] = weight[ids[block], cols.start : cols.stop]
+    return out
+
+
+def _accumulate_kernel(
+    flat: torch.Tensor,
+    grad: torch.Tensor,
+    rows: int,
+    padding: int | None,
+    scale_grad_by_freq: bool,
+    sparse: bool,
+    bug: str | None,
+) -> torch.Tensor:
+    """The backward: blocks of ids accumulated into a zeroed gradient (float32 for half
+    dtypes), the padding row skipped, rows divided by their counts."""
+    n, dim = grad.shape
+    if bug == "padding_learns_past_768_ids" and n > _FEATURE_PATH_IDS:
+        padding = None  # the sorted segment path, written without the padding mask
+    keep = None if padding is None else flat != padding
+    if sparse:
+        ids, values = (flat, grad) if keep is None else (flat[keep], grad[keep])
+        if scale_grad_by_freq:
+            counts = torch.bincount(flat, minlength=rows).clamp(min=1)
+            values = (values.double() / counts[ids][:, None]).to(grad.dtype)
+        return torch.sparse_coo_tensor(ids[None], values, (rows, dim), check_invariants=False)
+    accumulator = grad.dtype if grad.dtype in (torch.float32, torch.float64) else torch.float32
+    grad_weight = torch.zeros((rows, dim), dtype=accumulator, device=grad.device)
+    blocks = math.ceil(n / _BACKWARD_BLOCK)
+    if bug == "backward_drops_partial_block":
+        blocks = max(n // _BACKWARD_BLOCK, 1)  # full blocks; a short input is one block
+    for b in range(blocks):
+        block = slice(b * _BACKWARD_BLOCK, (b + 1) * _BACKWARD_BLOCK)
+        ids, values = flat[block], grad[block]
+        if keep is not None:
+            ids, values = ids[keep[block]], values[keep[block]]  # a nan at padding reaches nothing
+        grad_weight.index_add_(0, ids, values.to(accumulator))
+    if scale_grad_by_freq:
+        counter = torch.uint8 if bug == "freq_counter_in_uint8" else torch.int32
+        counts = torch.zeros(rows, dtype=counter, device=flat.device)
+        counts.index_add_(0, flat, torch.ones_like(flat, dtype=counter))
+        divisor = counts.to(torch.float64).clamp(min=1)[:, None]
+        grad_weight = grad_weight.double() / divisor
+    return grad_weight.to(grad.dtype)
+
+
+class _BlockedLookup(torch.autograd.Function):
+    """The kernel's forward and backward, as one autograd function."""
+
+    @staticmethod
+    def forward(
+        ctx: Any,
+        weight: torch.Tensor,
+        flat: torch.Tensor,
+        padding: int | None,
+        scale_grad_by_freq: bool,
+        sparse: bool,
+        bug: str | None,
+    ) -> torch.Tensor:
+        ctx.save_for_backward(flat)
+        ctx.rows = weight.shape[0]
+        ctx.settings = (padding, scale_grad_by_freq, sparse, bug)
+        return _gather_kernel(weight, flat, bug)
+
+    @staticmethod
+    def backward(ctx: Any, *grads: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        (flat,) = ctx.saved_tensors
+        (grad,) = grads
+        grad_weight = _accumulate_kernel(flat, grad, ctx.rows, *ctx.settings)
+        return grad_weight, None, None, None, None, None
+
+
+def blocked_embedding(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    padding_idx: int | None = None,
+    max_norm: float | None = None,
+    norm_type: float = 2.0,
+    scale_grad_by_freq: bool = False,
+    sparse: bool = False,
+    *,
+    bug: str | None = None,
+) -> torch.Tensor:
+    """``F.embedding`` as a blocked kernel; ``bug`` names the size bug to plant (or ``None``)."""
+    _refuse_bad_input(input, weight, padding_idx)
+    flat = input.reshape(-1).long()
+    _renorm_(weight, flat, max_norm, norm_type)
+    padding = _positive_padding(padding_idx, weight.shape[0])
+    out = _BlockedLookup.apply(weight, flat, padding, scale_grad_by_freq, sparse, bug)
+    assert isinstance(out, torch.Tensor)
+    return out.reshape(*input.shape, weight.shape[1])
+
+
+def grid_drops_partial_block(
+    input,
+    weight,
+    padding_idx=None,
+    max_norm=None,
+    norm_type=2.0,
+    scale_grad_by_freq=False,
+    sparse=False,
+):
+    """Launches ``numel // 256`` programs of 256 ids (``grid = (n // BLOCK,)`` where
+    ``triton.cdiv`` was meant), with one program for a batch shorter than a block: the ids of
+    the last partial block are never looked up and their rows stay zero. Symptom: zero rows at
+    the end of the output from ``N = 257`` on, whenever ``N`` is not a multiple of 256."""
+    return blocked_embedding(
+        input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
+        bug="grid_drops_partial_block",
+    )  # fmt: skip
+
+
+def width_tail_dropped(
+    input,
+    weight,
+    padding_idx=None,
+    max_norm=None,
+    norm_type=2.0,
+    scale_grad_by_freq=False,
+    sparse=False,
+):
+    """Copies a row in vectors of 128 columns, ``range(D // 128)`` of them once a row is
+    wider than one vector (a narrower row is one masked vector): the last ``D % 128`` columns
+    are never written. Symptom: zero columns at the end of every row for ``D > 128`` not a
+    multiple of 128 (``D = 129`` first)."""
+    return blocked_embedding(
+        input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
+        bug="width_tail_dropped",
+    )  # fmt: skip
+
+
+def zero_rows_wider_than_1024(
+    input,
+    weight,
+    padding_idx=None,
+    max_norm=None,
+    norm_type=2.0,
+    scale_grad_by_freq=False,
+    sparse=False,
+):
+    """Dispatches on the width to kernels specialised up to ``D = 1024`` (a row staged in a
+    buffer of 1,024 elements) and launches nothing for wider rows, leaving the zero-filled
+    output as it was (torchrec#3673: lookups zero for ``embedding_dim > 1024``). Symptom: every
+    value zero from ``D = 1,025`` on."""
+    return blocked_embedding(
+        input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
+        bug="zero_rows_wider_than_1024",
+    )  # fmt: skip
+
+
+def ids_packed_in_int16(
+    input,
+    weight,
+    padding_idx=None,
+    max_norm=None,
+    norm_type=2.0,
+    scale_grad_by_freq=False,
+    sparse=False,
+):
+    """Copies the ids to the kernel as int16 ("a vocabulary fits in 16 bits") after checking
+    them: ids from 32,768 on wrap to negative values, which index from the end of the table.
+    Symptom: wrong rows for ids >= 32,768, so only with ``V > 32,768`` (``V = 32,769``
+    first)."""
+    return blocked_embedding(
+        input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
+        bug="ids_packed_in_int16",
+    )  # fmt: skip
+
+
+def padding_learns_past_768_ids(
+    input,
+    weight,
+    padding_idx=None,
+    max_norm=None,
+    norm_type=2.0,
+    scale_grad_by_freq=False,
+    sparse=False,
+):
+    """The backward has two paths, per-feature accumulation for up to 768 ids and a sorted
+    segment sum for longer inputs, and only the first skips the padding row (pytorch#28716:
+    the padding row received gradient for inputs longer than 768). Symptom: a nonzero
+    gradient in the padding row from ``N = 769`` on, when the padding id occurs."""
+    return blocked_embedding(
+        input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
+        bug="padding_learns_past_768_ids",
+    )  # fmt: skip
+
+
+def freq_counter_in_uint8(
+    input,
+    weight,
+    padding_idx=None,
+    max_norm=None,
+    norm_type=2.0,
+    scale_grad_by_freq=False,
+    sparse=False,
+):
+    """Keeps the per-row occurrence counters of ``scale_grad_by_freq`` in one byte per row
+    (a 10-million-row table's counters in 10 MB): a count of 256 wraps to 0 (then 1, as rows
+    that never occur do) and 257 to 1. Symptom: the gradient of a row whose id occurs 256
+    times or more is divided by the wrapped count (256 times too large at 256 repeats)."""
+    return blocked_embedding(
+        input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
+        bug="freq_counter_in_uint8",
+    )  # fmt: skip
+
+
+def backward_drops_partial_block(
+    input,
+    weight,
+    padding_idx=None,
+    max_norm=None,
+    norm_type=2.0,
+    scale_grad_by_freq=False,
+    sparse=False,
+):
+    """Accumulates the gradient in ``max(N // 128, 1)`` blocks of 128 ids, so the ids of the
+    last partial block of a long input add nothing. Symptom: forward right, but the rows
+    whose ids occur only in the last ``N % 128`` positions get too little gradient, from
+    ``N = 129`` on whenever ``N`` is not a multiple of 128."""
+    return blocked_embedding(
+        input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
+        bug="backward_drops_partial_block",
+    )  # fmt: skip
+
+
+def row_offset_in_int32(
+    input,
+    weight,
+    padding_idx=None,
+    max_norm=None,
+    norm_type=2.0,
+    scale_grad_by_freq=False,
+    sparse=False,
+):
+    """Computes each row's element offset ``id * stride`` in int32, as the Triton embeddings of
+    Liger-Kernel and FlagGems do: exact while ``V * D <= 2**31``, wrapped to another row (or a
+    negative offset) past it. Symptom: wrong rows for ids with ``id * D >= 2**31``, only in
+    tables of more than ``2**31`` elements (``V = 2**21 + 1`` rows of ``D = 1024``)."""
+    return blocked_embedding(
+        input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
+        bug="row_offset_in_int32",
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------
+# A size bug in compiled code.
+# --------------------------------------------------------------------------------------------
+
+#: Columns per vector of :func:`vector_tail_masked`.
+_COMPILED_VECTOR = 64
+
+
+def vector_tail_masked(
+    input,
+    weight,
+    padding_idx=None,
+    max_norm=None,
+    norm_type=2.0,
+    scale_grad_by_freq=False,
+    sparse=False,
+):
+    """A lookup written for ``torch.compile`` that keeps the columns its vectors of 64 cover:
+    all of a row up to 64 wide, ``64 * (D // 64)`` of a wider one, the rest masked to zero.
+    Symptom: zero trailing columns (and no gradient there) for ``D > 64`` not a multiple of
+    64, ``D = 65`` first; the default draws stop at ``D = 64``. It leaves bad input to
+    ``F.embedding``'s own checks (a check of its own would break the graph)."""
+    out = F.embedding(input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse)
+    dim = weight.shape[1]
+    covered = dim if dim <= _COMPILED_VECTOR else dim - dim % _COMPILED_VECTOR
+    columns = torch.arange(dim, device=weight.device)
+    return torch.where(columns < covered, out, torch.zeros_like(out))
+
+
+def compiled_mutants(backend: str = "aot_eager") -> list[Mutant]:
+    """Mutants compiled with ``torch.compile`` (built on demand: compiling is not free).
+
+    ``aot_eager`` traces and guards as inductor does, without generating code; the verifier
+    runs every example compiled. The repro rebuilds ``torch.compile(vector_tail_masked)``.
+    """
+    compiled = torch.compile(vector_tail_masked, backend=backend)
+    return [Mutant("compiled_vector_tail_masked", compiled, ())]
+
+
 MUTANTS: list[Mutant] = [
     Mutant("off_by_one_row", off_by_one_row, (), backward=False),
     Mutant("last_column_dropped", last_column_dropped, (), backward=False),
@@ -639,4 +1005,17 @@ MUTANTS: list[Mutant] = [
     Mutant("max_norm_renorms_every_row", max_norm_renorms_every_row, ("max_norm",)),
     Mutant("max_norm_renorms_a_copy", max_norm_renorms_a_copy, ("max_norm",)),
     Mutant("max_norm_ignores_norm_type", max_norm_ignores_norm_type, ("max_norm",)),
+    Mutant("grid_drops_partial_block", grid_drops_partial_block, ()),
+    Mutant("width_tail_dropped", width_tail_dropped, ()),
+    Mutant("zero_rows_wider_than_1024", zero_rows_wider_than_1024, ()),
+    Mutant("ids_packed_in_int16", ids_packed_in_int16, ()),
+    Mutant("padding_learns_past_768_ids", padding_learns_past_768_ids, ("padding_idx",)),
+    Mutant("freq_counter_in_uint8", freq_counter_in_uint8, ("scale_grad_by_freq",)),
+    Mutant("backward_drops_partial_block", backward_drops_partial_block, ()),
+]
+
+#: Mutants whose bug lives only in tables of more than ``2**31`` elements (``id * D`` past
+#: int32): left out of :data:`MUTANTS`, for the large-table runs.
+LARGE_TABLE_MUTANTS: list[Mutant] = [
+    Mutant("row_offset_in_int32", row_offset_in_int32, (), backward=False, large_table=True),
 ]

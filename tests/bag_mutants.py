@@ -14,7 +14,7 @@ reachable. Nothing here uses a global RNG.
 
 from __future__ import annotations
 
-import itertools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +22,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from embedding_equivalence.forms.renorm import grad_row_scale
+from embedding_equivalence.forms.renorm import GradRowScale, grad_row_scale
 from embedding_equivalence.forms.validation import (
     check_bag_sparse,
     check_embedding_args,
@@ -51,20 +51,25 @@ class BagMutant:
 
 
 class _MaxToEveryTie(torch.autograd.Function):
-    """Column-wise maximum of ``rows`` whose backward sends the gradient to *every* entry equal
-    to the maximum (a mask ``rows == max``), instead of to one of them."""
+    """Per-bag column maxima of ``rows`` whose backward sends the gradient to *every* entry
+    equal to its bag's maximum (a mask ``rows == max``), instead of to one of them."""
 
     @staticmethod
-    def forward(ctx: Any, rows: torch.Tensor) -> torch.Tensor:
-        top = rows.max(dim=0).values
-        ctx.save_for_backward(rows, top)
-        return top
+    def forward(ctx: Any, rows: torch.Tensor, bag: torch.Tensor, top: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(rows, bag, top)
+        return top.clone()
 
     @staticmethod
-    def backward(ctx: Any, *grads: torch.Tensor) -> torch.Tensor:
-        rows, top = ctx.saved_tensors
+    def backward(ctx: Any, *grads: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        rows, bag, top = ctx.saved_tensors
         (grad,) = grads
-        return (rows == top).to(grad.dtype) * grad
+        return (rows == top[bag]).to(grad.dtype) * grad[bag], None, None
+
+
+#: Ids a program reduces at a time in :func:`hand_written_bag` (one block of a long bag).
+_IDS_PER_BLOCK = 128
+#: Bags per program of :func:`hand_written_bag`'s launch grid.
+_BAGS_PER_PROGRAM = 64
 
 
 def _bounds(
@@ -72,25 +77,26 @@ def _bounds(
     offsets: torch.Tensor | None,
     include_last_offset: bool,
     bug: str | None,
-) -> tuple[list[int], list[int]]:
-    """Start and end (exclusive) of each bag in the flat ids."""
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Start and end (exclusive) of each bag in the flat ids, as int64 tensors."""
+    device = input.device
     if input.dim() == 2:
         count, length = input.shape
-        starts = [b * length for b in range(count)]
-        return starts, [s + length for s in starts]
+        starts = torch.arange(count, device=device) * length
+        return starts, starts + length
     assert offsets is not None
-    offs = [int(o) for o in offsets.tolist()]
-    end = input.shape[0]
+    offs = offsets.long()
+    end = torch.tensor([input.shape[0]], device=device)
     if include_last_offset and bug != "include_last_offset_ignored":
-        offs, end = offs[:-1], offs[-1]
+        offs, end = offs[:-1], offs[-1:]
         if bug == "ids_after_the_end_join_the_last_bag":
-            end = input.shape[0]
-    if not offs:
-        return [], []
-    ends = [*offs[1:], end]
+            end = torch.tensor([input.shape[0]], device=device)
+    if offs.numel() == 0:
+        return offs, offs
+    ends = torch.cat([offs[1:], end])
     if bug == "offsets_read_as_inclusive_ends":
         # bag b = input[offsets[b] : offsets[b + 1] - 1]: the CSR end taken as inclusive.
-        ends = [max(s, e - 1) for s, e in itertools.pairwise(offs)] + [end]
+        ends[:-1] = torch.maximum(offs[:-1], ends[:-1] - 1)
     return offs, ends
 
 
@@ -109,10 +115,12 @@ def hand_written_bag(
     *,
     bug: str | None = None,
 ) -> torch.Tensor:
-    """A plain bag-by-bag ``F.embedding_bag``: a gather and a reduction per bag.
+    """``F.embedding_bag`` as a segment-reduction kernel: one gather, then per-bag reductions.
 
-    With ``bug=None`` it is correct (it passes ``verify_embedding_bag`` with every option);
-    each mutant of :data:`BAG_MUTANTS` names the one bug it plants.
+    Every id is assigned to its bag (a search in the bag starts); the programs of the launch
+    grid each reduce a block of bags, a long bag a block of ids at a time. With ``bug=None``
+    it is correct (it passes ``verify_embedding_bag`` with every option); each mutant of
+    :data:`BAG_MUTANTS` names the one bug it plants.
     """
     fn = "hand_written_bag"
     padding = check_embedding_args(input, weight, padding_idx, max_norm, norm_type, fn)
@@ -123,51 +131,89 @@ def hand_written_bag(
     check_bag_sparse(sparse, mode, scale_grad_by_freq, fn)
     check_ids_in_range(input, weight.shape[0], fn)
     flat = input.reshape(-1).long()
+    n, dim = flat.shape[0], weight.shape[1]
     psw = None if per_sample_weights is None else per_sample_weights.reshape(-1)
     if bug == "per_sample_weights_detached" and psw is not None:
         psw = psw.detach()
     starts, ends = _bounds(input, offsets, include_last_offset, bug)
+    num_bags = starts.shape[0]
     if max_norm is not None:
         with torch.no_grad():
             torch.embedding_renorm_(weight, flat.contiguous(), max_norm, norm_type)
-    in_bags = flat[: ends[-1]] if ends else flat[:0]
+    # The bag of every position (the last bag starting at or before it) and whether the
+    # position lies inside it (ids after the end of the last bag belong to no bag).
+    positions = torch.arange(n, device=flat.device)
+    bag = (torch.searchsorted(starts, positions, right=True) - 1).clamp(min=0)
+    member = (
+        (positions >= starts[bag]) & (positions < ends[bag])
+        if num_bags
+        else torch.zeros_like(positions, dtype=torch.bool)
+    )
+    in_bags = flat[member]
     w = weight
     if scale_grad_by_freq and bug != "scale_grad_by_freq_per_bag":
         w = grad_row_scale(weight, in_bags, None, True)
-    dim = weight.shape[1]
-    # One gather for every id (a single sparse gradient), then a reduction per bag.
+    # One gather for every id (a single sparse gradient), then the reductions.
     gathered = F.embedding(flat, w, sparse=sparse)
-    outs = []
-    for start, end in zip(starts, ends, strict=True):
-        ids = flat[start:end]
-        rows = gathered[start:end]
-        coef = None if psw is None else psw[start:end]
-        if scale_grad_by_freq and bug == "scale_grad_by_freq_per_bag":
-            rows = F.embedding(ids, grad_row_scale(weight, ids, None, True))  # this bag only
-        if padding is not None and not (bug == "padding_kept_in_max" and mode == "max"):
-            keep = ids != padding
-            count = int(keep.sum()) if bug != "mean_counts_padding" else ids.shape[0]
-            rows = rows[keep]
-            coef = None if coef is None else coef[keep]
-        else:
-            count = ids.shape[0]
-        if coef is not None and bug != "per_sample_weights_ignored":
-            rows = rows * coef[:, None]
-        if mode == "sum" or (mode == "mean" and bug == "sum_instead_of_mean"):
-            out = rows.sum(dim=0)
-        elif mode == "mean":
-            divisor = count if bug == "empty_bag_is_nan" else max(count, 1)
-            out = rows.sum(dim=0) / divisor
-        elif rows.shape[0] == 0:
-            out = rows.sum(dim=0)  # zeros, still connected to the weight
-        elif bug == "max_gradient_to_every_tie":
-            out = _MaxToEveryTie.apply(rows)
-        else:
-            out = rows.max(dim=0).values
-        outs.append(out)
-    if not outs:
-        return gathered[:0].reshape(0, dim)
-    return torch.stack(outs)
+    if scale_grad_by_freq and bug == "scale_grad_by_freq_per_bag":
+        # Each position's gradient divided by how often its id occurs in its own bag.
+        key = bag * weight.shape[0] + flat
+        _, inverse, counts = torch.unique(key, return_inverse=True, return_counts=True)
+        gathered = GradRowScale.apply(gathered, counts[inverse].double(), None)
+    keep = member
+    if padding is not None and not (bug == "padding_kept_in_max" and mode == "max"):
+        keep = keep & (flat != padding)
+    # The ids that the reduction counts (mean's divisor), then those it reads.
+    counted = member if bug == "mean_counts_padding" else keep
+    counter = torch.uint8 if bug == "bag_length_in_uint8" else torch.int64
+    count = torch.zeros(num_bags, dtype=counter, device=flat.device)
+    count.index_add_(0, bag[counted], torch.ones_like(bag[counted], dtype=counter))
+    lengths = ends - starts
+    if bug == "bag_tail_block_dropped":
+        # A bag longer than one block is reduced in full blocks of ids only.
+        full = torch.where(lengths > _IDS_PER_BLOCK, lengths - lengths % _IDS_PER_BLOCK, lengths)
+        keep = keep & (positions - starts[bag] < full[bag])
+    programs = math.ceil(num_bags / _BAGS_PER_PROGRAM)
+    if bug == "bag_grid_drops_partial_block" and num_bags > _BAGS_PER_PROGRAM:
+        programs = num_bags // _BAGS_PER_PROGRAM  # one program per *full* block of bags
+    keep = keep & (bag < programs * _BAGS_PER_PROGRAM)
+    rows, into = gathered[keep], bag[keep]
+    if psw is not None and bug != "per_sample_weights_ignored":
+        rows = rows * psw[keep][:, None]
+    if mode == "max":
+        return _bag_max(rows, into, num_bags, dim, bug)
+    # Sums accumulate in float32 for half dtypes, as the kernel's accumulators do.
+    wide = torch.float32 if rows.dtype in (torch.float16, torch.bfloat16) else rows.dtype
+    out = rows.new_zeros((num_bags, dim), dtype=wide).index_add(0, into, rows.to(wide))
+    if mode == "mean" and bug != "sum_instead_of_mean":
+        divisor = count.long() if bug == "empty_bag_is_nan" else count.long().clamp(min=1)
+        out = out / divisor[:, None].to(torch.float64 if wide == torch.float64 else wide)
+    return out.to(rows.dtype)
+
+
+def _bag_max(
+    rows: torch.Tensor, into: torch.Tensor, num_bags: int, dim: int, bug: str | None
+) -> torch.Tensor:
+    """Column-wise maximum of each bag's ``rows`` (zeros for an empty bag); the gradient goes
+    to the first maximum of each bag and column."""
+    index = into[:, None].expand(-1, dim)
+    with torch.no_grad():
+        lowest = torch.full((num_bags, dim), -math.inf, dtype=rows.dtype, device=rows.device)
+        top = lowest.scatter_reduce(0, index, rows, "amax", include_self=True)
+        empty = top == -math.inf
+        top = top.masked_fill(empty, 0)
+    if bug == "max_gradient_to_every_tie":
+        out = _MaxToEveryTie.apply(rows, into, top)
+        assert isinstance(out, torch.Tensor)
+        return out
+    k = rows.shape[0]
+    with torch.no_grad():
+        position = torch.arange(k, device=rows.device)[:, None].expand(-1, dim)
+        candidate = torch.where(rows == top[into], position, k)
+        first = torch.full((num_bags, dim), k, dtype=torch.long, device=rows.device)
+        first = first.scatter_reduce(0, index, candidate, "amin", include_self=True)
+    padded = torch.cat([rows, rows.new_zeros((1, dim))])  # row k: an empty bag's zeros
+    return padded.gather(0, first)
 
 
 def _mutant(name: str, doc: str) -> Callable[..., torch.Tensor]:
@@ -260,6 +306,24 @@ _CATALOGUE: list[tuple[str, tuple[str, ...], str]] = [
         ("scale_grad_by_freq",),
         "scale_grad_by_freq divides by how often the id occurs in its own bag instead of in "
         "the whole batch.",
+    ),
+    (
+        "bag_length_in_uint8",
+        (),
+        "counts mean's ids per bag in a uint8 (bags are 'short'): a bag of 256 ids is divided "
+        "by 1 and one of 257 by 1 too, so mean is wrong from a bag length of 256 on.",
+    ),
+    (
+        "bag_tail_block_dropped",
+        (),
+        "reduces a bag longer than 128 ids in full blocks of 128 only: the last length % 128 "
+        "ids of a long bag are left out of its sum, mean and max, from a bag length of 129 on.",
+    ),
+    (
+        "bag_grid_drops_partial_block",
+        (),
+        "launches count // 64 programs of 64 bags once there are more than 64 bags (cdiv "
+        "meant): the bags of the last partial block come back as zeros, from 65 bags on.",
     ),
 ]
 

@@ -12,6 +12,7 @@ that control), so each mutant is caught by its own bug.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -39,6 +40,12 @@ def _stored(q: torch.Tensor, scheme: str, bug: str | None) -> torch.Tensor:
             q = q.view(torch.uint8).view(other)
         return q.to(torch.float32)
     return q.to(torch.float32)
+
+
+#: Ids per program of the kernel's launch grid.
+_BLOCK = 128
+#: Columns per vector of the kernel's dequantization loop.
+_VECTOR = 64
 
 
 def hand_written_quantized(
@@ -75,7 +82,19 @@ def hand_written_quantized(
     else:
         rows = s[flat].to(compute)[:, None]
     out = (values * rows).to(scale.dtype)
-    return out.reshape(*input.shape, out.shape[-1])
+    # The launch grid: programs of _BLOCK ids, each dequantizing vectors of _VECTOR columns
+    # into the zero-filled output. What the grid covers is written; the rest stays zero.
+    n, dim = out.shape
+    programs = math.ceil(n / _BLOCK)
+    if bug == "dequant_grid_drops_partial_block" and n > _BLOCK:
+        programs = n // _BLOCK  # one program per *full* block of ids
+    vectors = math.ceil(dim / _VECTOR)
+    if bug == "dequant_width_tail_dropped" and dim > _VECTOR:
+        vectors = dim // _VECTOR  # full vectors only, once a row is wider than one
+    written = torch.zeros_like(out)
+    rows_done, cols_done = programs * _BLOCK, vectors * _VECTOR
+    written[:rows_done, :cols_done] = out[:rows_done, :cols_done]
+    return written.reshape(*input.shape, dim)
 
 
 @dataclass(frozen=True)
@@ -135,4 +154,16 @@ QUANTIZED_MUTANTS: tuple[QuantizedMutant, ...] = (
         "Reads e4m3fn bytes as e5m2 (one float8 format for the other).",
     ),
     _mutant("ids_clamped", "int8", "Clamps out-of-range ids into the table instead of refusing."),
+    _mutant(
+        "dequant_width_tail_dropped",
+        "int8",
+        "Dequantizes a row in vectors of 64 columns, D // 64 of them once D > 64: the last "
+        "D % 64 columns stay zero (D = 65 first).",
+    ),
+    _mutant(
+        "dequant_grid_drops_partial_block",
+        "uint4",
+        "Launches N // 128 programs of 128 ids once N > 128 (cdiv meant): the rows of the last "
+        "partial block stay zero (N = 129 first).",
+    ),
 )

@@ -118,7 +118,7 @@ def hand_written_vocab_parallel(
     else:
         own_padding = padding - start if padding is not None and start <= padding < stop else None
     n, d = flat.shape[0], local.shape[1]
-    if rows_here == 0:
+    if rows_here == 0 and bug != "empty_shard_not_handled":
         partial = local.new_zeros((n, 0)) @ local
     elif bug == "frequency_counts_masked_ids":
         rows = F.embedding(local_ids, local, own_padding, scale_grad_by_freq=scale_grad_by_freq)
@@ -232,6 +232,13 @@ offset_from_own_shard_size = _mutant(
     "The first row of a rank taken as ``rank * rows_here``: wrong on a last rank with fewer rows "
     "(``V`` not a multiple of the world), right on full and empty shards.",
 )
+empty_shard_not_handled = _mutant(
+    hand_written_vocab_parallel,
+    "empty_shard_not_handled",
+    "empty_shard_not_handled",
+    "A rank whose shard is empty (torch's ceil chunking leaves the trailing ranks none when "
+    "V is small) still clamps and looks up its ids in its empty table, and raises.",
+)
 all_reduce_missing = _mutant(
     hand_written_vocab_parallel,
     "all_reduce_missing",
@@ -284,6 +291,7 @@ SHARDED_MUTANTS: tuple[ShardedMutant, ...] = tuple(
         (floor_chunking, "vocab", (), _OUT),
         (mask_includes_next_shards_first_row, "vocab", (), _OUT),
         (offset_forgotten, "vocab", (), _OUT),
+        (empty_shard_not_handled, "vocab", (), r"on rank 1 raised (IndexError|RuntimeError)"),
         (offset_from_own_shard_size, "vocab", (), _OUT),
         (all_reduce_missing, "vocab", (), _OUT),
         (all_reduce_differentiated, "vocab", (), _GRAD),

@@ -321,11 +321,10 @@ def _rest_unchanged(a: torch.Tensor, expected: ExpectedRows, index: torch.Tensor
         r = rest.detach()
         if tuple(r.shape) != tuple(a.shape):
             return False
-        parts = []
+        changed = torch.zeros(a.shape[0], dtype=torch.bool)
         for lo, hi in row_chunks(a.shape[0], a.shape[1]):
             x, y = a[lo:hi], r[lo:hi].to(a.device)
-            parts.append((x.ne(y) & ~(x.isnan() & y.isnan())).any(dim=1).cpu())
-        changed = torch.cat(parts) if parts else torch.zeros(0, dtype=torch.bool)
+            changed[lo:hi] = (x.ne(y) & ~(x.isnan() & y.isnan())).any(dim=1).cpu()
     changed[index.cpu()] = False
     return not bool(changed.any())
 

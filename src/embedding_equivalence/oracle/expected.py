@@ -120,8 +120,11 @@ class RowDigests:
     def of(cls, table: torch.Tensor) -> RowDigests:
         """The digests of ``table``'s rows, read a chunk at a time."""
         v, d = table.shape
-        parts = [_digest_rows(table[lo:hi]).cpu() for lo, hi in row_chunks(v, d)]
-        digests = torch.cat(parts) if parts else torch.zeros(0, _DIGEST_COLUMNS)
+        # One tensor for all digests: small results kept between the chunks' temporaries
+        # would fragment the heap (a table of 4 GiB grew the process by as much).
+        digests = torch.empty(v, _DIGEST_COLUMNS, dtype=torch.float64)
+        for lo, hi in row_chunks(v, d):
+            digests[lo:hi] = _digest_rows(table[lo:hi])
         return cls(digests, (v, d))
 
     def changed(self, table: torch.Tensor) -> torch.Tensor:

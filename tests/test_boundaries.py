@@ -287,3 +287,23 @@ def test_every_defect_of_the_table_is_covered_or_explained() -> None:
 
     ids = {d.id for d in TORCH_DEFECTS}
     assert ids - set(_DEFECT_RUNS) == {"bag-max-nan-only-first"}
+
+
+def test_boundary_snippets_rebuild_the_same_ids_and_offsets() -> None:
+    """The short expressions of long inputs are valid Python that gives the very same ids."""
+    cases = [b.case for b in embedding_boundaries((), [torch.float32], ["cpu"])]
+    cases += [b.case for b in bag_boundaries((), ("sum",), [torch.float32], ["cpu"])]
+    checked = 0
+    for case in cases:
+        if case.ids.dtype.is_floating_point or len(case.ids.values) > 5000:
+            continue
+        namespace: dict = {"torch": torch}
+        exec(case.ids.source("input"), namespace)
+        assert torch.equal(namespace["input"], case.ids.build()), case.ids.source("input")
+        offsets = getattr(case, "offsets", None)
+        if offsets is not None:
+            tensors = case.build(requires_grad=False)
+            exec("\n".join(case._source_parts()[0]), namespace)
+            assert torch.equal(namespace["offsets"], tensors.offsets)
+        checked += 1
+    assert checked > 200

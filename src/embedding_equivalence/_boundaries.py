@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -610,7 +610,7 @@ def _without(case: Any, name: str) -> Any | None:
 
 
 def run_boundaries(
-    boundaries: Sequence[Boundary] | Iterator[Boundary],
+    boundaries: Iterable[Boundary],
     check: Callable[[Any], None],
     on_example: Callable[[], None] = lambda: None,
 ) -> BoundaryFailure | None:

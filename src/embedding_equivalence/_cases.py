@@ -93,10 +93,10 @@ class WeightRecipe:
             w = torch.empty(v, d, dtype=self.dtype).uniform_(-1, 1, generator=_generator(self.seed))
         else:
             w = torch.randn(v, d, generator=_generator(self.seed), dtype=torch.float64)
-            w = w.to(self.dtype)
-        # A draw in (-3e-8, 0) underflows to -0.0 in float16; -0.0 + 0.0 == +0.0, so the
-        # only -0.0 entries are the drawn specials (in place: a large table is not copied).
-        w.add_(0.0)
+            # A draw in (-3e-8, 0) underflows to -0.0 in float16; -0.0 + 0.0 == +0.0, so the
+            # only -0.0 entries are the drawn specials. (A native draw, -1 + 2 u, is never
+            # -0.0, and a large table is not passed over once more.)
+            w = w.to(self.dtype).add_(0.0)
         for row, col, value in self.specials:
             w[row, col] = value
         return w
@@ -133,9 +133,7 @@ class WeightRecipe:
         v, d, dt = self.num_embeddings, self.embedding_dim, dtype_source(self.dtype)
         generator = f"generator=torch.Generator().manual_seed({self.seed})"
         if self.native:
-            lines = [
-                f"{name} = torch.empty({v}, {d}, dtype={dt}).uniform_(-1, 1, {generator}).add_(0.0)"
-            ]
+            lines = [f"{name} = torch.empty({v}, {d}, dtype={dt}).uniform_(-1, 1, {generator})"]
         else:
             lines = [
                 f"{name} = torch.randn({v}, {d}, dtype=torch.float64, {generator}).to({dt}) + 0.0"
@@ -225,7 +223,9 @@ def sequence_source(values: Sequence[int]) -> str:
     if runs is None:
         return f"torch.tensor({list(values)!r})"
     parts = [run.source() for run in runs]
-    return parts[0] if len(parts) == 1 else "torch.cat([" + ", ".join(parts) + "])"
+    if len(parts) == 1:
+        return f"({parts[0]})" if " " in parts[0] else parts[0]  # ready for ".to(...)"
+    return "torch.cat([" + ", ".join(parts) + "])"
 
 
 @dataclass(frozen=True)
@@ -295,6 +295,8 @@ class IdsRecipe:
         if self.runs and len(self.values) > 16:  # long: a short expression, not literals
             parts = [run.source() for run in self.runs]
             ids = parts[0] if len(parts) == 1 else "torch.cat([" + ", ".join(parts) + "])"
+            if " " in ids and len(parts) == 1:  # "torch.arange(n) % m" before ".to(...)"
+                ids = f"({ids})"
             line = f"{name} = {ids}.to({dt}).reshape({shape}){dev}"
         else:
             if self.dtype.is_floating_point:

@@ -22,8 +22,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from embedding_equivalence._boundaries import around_world_multiples, sharded_boundaries
 from embedding_equivalence.distributed import shard_range, verify_sharded_embedding
+from embedding_equivalence.distributed._boundaries import around_world_multiples, sharded_boundaries
 from embedding_equivalence.distributed._verify import sharded_embedding_cases
 from embedding_equivalence.strategies import supported_float_dtypes
 from sharded_mutants import SHARDED_MUTANTS, ShardedMutant

@@ -20,17 +20,19 @@ its seed. Every verifier therefore runs this fixed phase first, the same under e
 
 The dtypes (and devices) requested take turns along each axis, so that the phase stays cheap
 and every dtype meets sizes past every power of two. The lists are data, here, read by every
-verifier: [`embedding_boundaries`][], [`bag_boundaries`][] and [`quantized_boundaries`][] turn
-them into cases, and [`run_boundaries`][] checks them in order. A failure on an axis is
-narrowed down to the first failing size by bisection (``fails from N = 769; passes at 768``),
-and the options of the failing case are dropped one by one while it still fails.
+verifier: [`embedding_boundaries`][], [`bag_boundaries`][] and [`quantized_boundaries`][] (and
+``distributed._boundaries`` for sharded tables) turn them into cases, and
+[`run_boundaries`][embedding_equivalence._boundary_phase.run_boundaries] checks them in order.
+A failure on an axis is narrowed down to the first failing size by bisection (``fails from
+N = 769; passes at 768``), and the options of the failing case are dropped one by one while it
+still fails.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,14 +44,11 @@ from .forms.options import option_applies
 __all__ = [
     "LIMITS",
     "Boundary",
-    "BoundaryFailure",
     "around_powers_of_two",
     "bag_boundaries",
     "embedding_boundaries",
     "option_sets",
     "quantized_boundaries",
-    "run_boundaries",
-    "sharded_boundaries",
 ]
 
 #: The largest size of each axis, the sizes users run: ids in one call, width, rows, repeats
@@ -578,275 +577,3 @@ def quantized_boundaries(
         if packed and name == "D":
             values = tuple(sorted({x + x % 2 for x in values}))
         yield from _size_axis(name, turns, make, values)
-
-
-# --- the phase --------------------------------------------------------------------------------
-
-
-@dataclass
-class BoundaryFailure:
-    """The first boundary example that failed, narrowed down.
-
-    Attributes:
-        case: the smallest failing case found.
-        error: its failure.
-        crossed: which boundary it crossed, e.g. ``"fails from N = 769; passes at 768"``.
-    """
-
-    case: Any
-    error: AssertionError
-    crossed: str
-
-
-def _without(case: Any, name: str) -> Any | None:
-    """``case`` with option ``name`` removed (``norm_type`` goes with ``max_norm``)."""
-    kwargs = dict(getattr(case, "kwargs", {}))
-    if name not in kwargs:
-        return None
-    del kwargs[name]
-    if name == "max_norm":
-        kwargs.pop("norm_type", None)
-    return dataclasses.replace(case, kwargs=kwargs)
-
-
-def run_boundaries(
-    boundaries: Iterable[Boundary],
-    check: Callable[[Any], None],
-    on_example: Callable[[], None] = lambda: None,
-) -> BoundaryFailure | None:
-    """Check the boundary examples in order; narrow the first failure down.
-
-    On a size axis the failure is bisected between the largest size that passes (in the same
-    dtype, layout and options) and the failing one; then the options of the failing case are
-    dropped one at a time while it still fails.
-
-    Args:
-        boundaries: the examples, in order.
-        check: checks one case; raises ``AssertionError`` on a failure.
-        on_example: called before every check (counts the examples).
-
-    Returns:
-        ``None`` when every example passed, else the narrowed failure.
-    """
-
-    def fails(case: Any) -> AssertionError | None:
-        on_example()
-        try:
-            check(case)
-        except AssertionError as exc:
-            return exc
-        return None
-
-    passed: dict[str, int] = {}
-    for boundary in boundaries:
-        error = fails(boundary.case)
-        if error is None:
-            if boundary.value is not None:
-                passed[boundary.axis] = boundary.value
-            continue
-        case, crossed = boundary.case, f"fails at {boundary.label}"
-        if boundary.value is not None and boundary.make is not None:
-            case, error, crossed = _bisect(boundary, error, passed.get(boundary.axis), fails)
-        for name in list(getattr(case, "kwargs", {})):
-            smaller = _without(case, name)
-            if smaller is None:
-                continue
-            smaller_error = fails(smaller)
-            if smaller_error is not None:
-                case, error = smaller, smaller_error
-        return BoundaryFailure(case, error, crossed)
-    return None
-
-
-def _bisect(
-    boundary: Boundary,
-    error: AssertionError,
-    below: int | None,
-    fails: Callable[[Any], AssertionError | None],
-) -> tuple[Any, AssertionError, str]:
-    """The smallest failing size of ``boundary``'s axis, between ``below`` and its value."""
-    assert boundary.value is not None
-    assert boundary.make is not None
-    make, axis = boundary.make, boundary.axis
-    hi, hi_case, hi_error = boundary.value, boundary.case, error
-    lo = below if below is not None and below < hi else 0
-    # The size that passed may have been checked in another dtype: check it in this one, and
-    # move down (halving) until a size passes or the axis starts.
-    while lo >= 1:
-        case = make(lo)
-        lo_error = fails(case)
-        if lo_error is None:
-            break
-        hi, hi_case, hi_error = lo, case, lo_error
-        lo //= 2
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        case = make(mid)
-        mid_error = fails(case)
-        if mid_error is None:
-            lo = mid
-        else:
-            hi, hi_case, hi_error = mid, case, mid_error
-    if lo < 1:
-        return hi_case, hi_error, f"fails at {axis} = {hi:,}, the smallest size on this axis"
-    return hi_case, hi_error, f"fails from {axis} = {hi:,}; passes at {lo:,}"
-
-
-# --- sharded tables ---------------------------------------------------------------------------
-
-#: The largest ``V`` and ``D`` of the sharded phase. Each example crosses a process group and
-#: every rank builds the whole table, so the axes stop at a few thousand rows and 2**10
-#: columns; the sizes past them are ``verify_embedding``'s.
-SHARDED_LIMITS: dict[str, int] = {"V": 2**12, "D": 2**10}
-
-
-def around_world_multiples(world_size: int, limit: int, factor: int = 2) -> tuple[int, ...]:
-    """The sizes where torch's chunking over ``world_size`` ranks changes, up to ``limit``.
-
-    ``1 .. world_size - 1`` (the trailing ranks hold nothing), then ``world * k - 1``,
-    ``world * k`` and ``world * k + 1`` for ``k = 1, 2, 3``, ``k = 4, 4 * factor,
-    4 * factor**2, ...`` and the largest power of two ``k`` in reach: the size a multiple of
-    the world and one off either way, each rank's share at a power of two (every one with
-    ``factor=2``).
-    """
-    ks = {1, 2, 3}
-    k = 4
-    while world_size * k - 1 <= limit:
-        ks.add(k)
-        k *= factor
-    top = 4
-    while world_size * top * 2 - 1 <= limit:
-        top *= 2
-    ks.add(top)
-    values = set(range(1, world_size))
-    values.update(world_size * k + e for k in ks for e in (-1, 0, 1))
-    return tuple(sorted(x for x in values if 1 <= x <= limit))
-
-
-def _shards(size: int, world_size: int) -> tuple[int, int]:
-    """The chunking of ``Shard``: ``(rows a rank, ranks that hold any)`` for ``size`` rows."""
-    chunk = -(-size // world_size)
-    return chunk, -(-size // chunk)
-
-
-def _shard_edges(size: int, world_size: int) -> tuple[IdsRun, ...]:
-    """Ids at every shard edge: each holding rank's first row, then each one's last row.
-
-    The last rank's last row, ``size - 1``, comes three times: a row of a trailing rank repeats.
-    """
-    chunk, holding = _shards(size, world_size)
-    runs = (
-        IdsRun(0, holding, chunk),
-        IdsRun(chunk - 1, holding - 1, chunk),
-        IdsRun(size - 1, 3, 0),
-    )
-    return tuple(run for run in runs if run.count)
-
-
-def _trailing_row(size: int, world_size: int) -> int:
-    """The first row of the last rank that holds rows (the padding row of the phase)."""
-    chunk, holding = _shards(size, world_size)
-    return (holding - 1) * chunk
-
-
-def sharded_boundaries(
-    sharding: str,
-    world_size: int,
-    options: Sequence[str],
-    dtypes: Sequence[torch.dtype],
-    devices: Sequence[str],
-) -> Iterator[Boundary]:
-    """The boundary examples of a sharded embedding, in the order they run.
-
-    Tables are split by torch's chunking (``ceil(size / world)`` rows or columns a rank, so
-    trailing ranks may hold fewer or none); the ids sit at every shard edge (each rank's first
-    and last row, ``0`` and ``V - 1``) and ``padding_idx`` names a row at a shard edge that a
-    trailing rank owns. In order:
-
-    - **the sharded axis** (``V`` for ``"vocab"``, ``D`` for ``"dim"``) at the sizes of
-      [`around_world_multiples`][] up to [`SHARDED_LIMITS`][], every option on: first, so
-      that a chunking bug is named by the size it starts at (``fails from V = 3; passes at
-      2``);
-    - **edges** on a table of ``world + 1`` rows and columns: a 0-d id (the padding row) and
-      empty ids in every dtype; ``(0, 3)`` ids, 2-D ids and transposed ids, the dtypes taking
-      turns;
-    - **options**: each combination of them on a 0-d id of the last rank's only row and on
-      the shard edges with repeats and ``padding_idx=-1``, the dtypes taking turns;
-    - **bad input** at its edges (CPU only): the list of [`embedding_boundaries`][];
-    - **the other axis**, likewise but sparser (``k`` a power of 4), for it splits nothing.
-
-    The cases are built on the CPU, as the sharded strategy's are: each rank moves them to
-    its device.
-
-    Args:
-        sharding: ``"vocab"`` (rows split) or ``"dim"`` (columns split).
-        world_size: the number of ranks.
-        options: the requested options (``padding_idx``, ``max_norm``, ``scale_grad_by_freq``).
-        dtypes: the table dtypes requested.
-        devices: the ranks' devices (bad input only on the CPU).
-
-    Yields:
-        [`Boundary`][] examples.
-    """
-    world = world_size
-    turns = _Turns(tuple(dtypes), ("cpu",))
-    all_options = _largest_set(options, _EMBEDDING_EXCLUSIVE)
-    small = world + 1  # uneven shards; the last one empty from 3 ranks on
-    edge_ids = _shard_edges(small, world)
-    padding = _trailing_row(small, world)
-
-    def vocab(v: int, dtype: torch.dtype, index: torch.dtype, device: str) -> EmbeddingCase:
-        kwargs = _lookup_kwargs(all_options, _trailing_row(v, world))
-        return _embedding(_shard_edges(v, world), v, small, kwargs, dtype, index, device)
-
-    def width(d: int, dtype: torch.dtype, index: torch.dtype, device: str) -> EmbeddingCase:
-        return _embedding(edge_ids, small, d, _lookup_kwargs(all_options, padding), dtype, index,
-                          device)  # fmt: skip
-
-    def axis(name: str, factor: int) -> Iterator[Boundary]:
-        values = around_world_multiples(world, SHARDED_LIMITS[name], factor)
-        yield from _size_axis(name, turns, vocab if name == "V" else width, values)
-
-    sharded, other = ("V", "D") if sharding == "vocab" else ("D", "V")
-    yield from axis(sharded, 2)
-    edges: list[tuple[str, tuple[IdsRun, ...], tuple[int, ...] | None, str]] = [
-        (f"0-d id {padding}", (IdsRun(padding, 1),), (), "contiguous"),
-        ("empty ids", (), (0,), "contiguous"),
-        ("empty 2-d ids", (), (0, 3), "contiguous"),
-        ("2-d ids", (IdsRun(0, 2 * small, 1, small),), (2, small), "contiguous"),
-        ("transposed ids", (IdsRun(0, 2 * small, 1, small),), (2, small), "transposed"),
-    ]
-    shape = f"V = {small}, D = {small} over {world} ranks"
-    k = 0
-    for i, (what, runs, ids_shape, layout) in enumerate(edges):
-        for dtype in turns.dtypes if i < 2 else (turns.at(k)[0],):
-            _, index, device = turns.at(k)
-            k += 1
-            kwargs = _lookup_kwargs(all_options, padding)
-            case = _embedding(runs, small, small, kwargs, dtype, index, device, shape=ids_shape,
-                              ids_layout=layout)  # fmt: skip
-            yield Boundary("edge", None, f"{what} ({shape}, {_name(dtype)})", case)
-    # Each combination of the options: the last rank's only row as a 0-d padding id, and the
-    # shard edges with repeats, padding_idx=-1 (the last row).
-    last = 2 * world - 1  # every rank 2 rows, the last one 1
-    for combo in option_sets(options, _EMBEDDING_EXCLUSIVE):
-        for v, runs, ids_shape, pad in (
-            (last, (IdsRun(last - 1, 1),), (), last - 1),
-            (small, edge_ids, None, -1),
-        ):
-            dtype, index, device = turns.at(k)
-            k += 1
-            case = _embedding(runs, v, small, _lookup_kwargs(combo, pad), dtype, index, device,
-                              shape=ids_shape)  # fmt: skip
-            ids = "a 0-d id" if ids_shape == () else "ids at the shard edges"
-            text = f"{', '.join(combo)} on {ids} (V = {v} over {world} ranks, {_name(dtype)})"
-            yield Boundary("options", None, text, case)
-    if "cpu" in devices:
-
-        def bad(
-            runs: tuple[IdsRun, ...], v: int, kwargs: dict[str, Any], index: torch.dtype, why: str
-        ) -> EmbeddingCase:
-            return _embedding(runs, v, small, kwargs, torch.float32, index, "cpu", invalid=why)
-
-        yield from _bad_lookups(options, turns, bad)
-    yield from axis(other, 4)

@@ -23,13 +23,8 @@ from hypothesis import strategies as st
 from hypothesis.errors import Flaky, InvalidArgument
 
 from . import strategies as ees
-from ._boundaries import (
-    Boundary,
-    bag_boundaries,
-    embedding_boundaries,
-    quantized_boundaries,
-    run_boundaries,
-)
+from ._boundaries import Boundary, bag_boundaries, embedding_boundaries, quantized_boundaries
+from ._boundary_phase import run_boundaries
 from ._cases import EmbeddingBagCase, EmbeddingCase
 from ._check import (
     AbortRun,

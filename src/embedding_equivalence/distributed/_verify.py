@@ -23,12 +23,12 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from .. import strategies as ees
-from .._boundaries import sharded_boundaries
 from .._cases import Call
 from .._check import AbortRun, CheckableCase, Outcome, Snippet
 from .._repro import why_not_importable
 from .._verify import VerificationReport, check_budget, run_verification, with_invalid
 from ..oracle import EmbeddingOracle
+from ._boundaries import sharded_boundaries
 from ._group import DEFAULT_TIMEOUT, GroupFailure, WorkerGroup
 from ._rank import SHARDINGS
 from ._torchrun import TorchrunGroup

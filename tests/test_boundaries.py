@@ -255,21 +255,21 @@ _DEFECT_RUNS = {
         options=("include_last_offset",),
         max_examples=1,
         seed=seed,
-    ),  # fmt: skip
+    ),
     "bag-include-last-offset-sum-max": lambda seed: ee.verify_embedding_bag(
         torch_bag_but_two_defects,
         modes=("sum",),
         options=("include_last_offset",),
         max_examples=1,
         seed=seed,
-    ),  # fmt: skip
+    ),
     "bag-scale-grad-by-freq-count": lambda seed: ee.verify_embedding_bag(
         torch_bag_but_two_defects,
         modes=("sum",),
         options=("scale_grad_by_freq",),
         max_examples=1,
         seed=seed,
-    ),  # fmt: skip
+    ),
 }
 
 

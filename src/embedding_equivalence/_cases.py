@@ -202,7 +202,7 @@ class IdsRun:
 
 
 def runs_of(values: Sequence[int], most: int = 4) -> tuple[IdsRun, ...] | None:
-    """``values`` as at most ``most`` arithmetic [`IdsRun`][]s, or ``None`` if it takes more."""
+    """``values`` as at most ``most`` arithmetic ``IdsRun``s, or ``None`` if it takes more."""
     runs: list[IdsRun] = []
     i = 0
     while i < len(values):
@@ -240,7 +240,7 @@ class IdsRecipe:
         layout: ``"contiguous"``, ``"transposed"`` (last two dims stored swapped),
             ``"sliced"`` (every other element of a wider tensor) or ``"expanded"`` (a size-1
             leading dim broadcast with stride 0; ``values`` then repeat).
-        runs: ``values`` as [`IdsRun`][]s (see [`from_runs`][]), so that the tensor and its
+        runs: ``values`` as ``IdsRun``s (see ``from_runs``), so that the tensor and its
             source are short expressions; empty for ids given by their values alone.
     """
 

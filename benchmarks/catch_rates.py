@@ -6,9 +6,9 @@ Runs every mutant of the project's catalogues (``tests/mutants.py``, ``tests/bag
 the options, scheme or sharding that a mutant's bug needs), on one thread, and prints per
 mutant: how many seeds caught it, the rate, how many of those catches came from the boundary
 phase, the median examples and the median seconds to the report (shrinking included), and the
-slowest run. A compiled mutant is compiled afresh for every seed (dynamo's caches are reset),
-as a user's run would be. Progress goes to stderr; the exit status is 1 if any mutant was
-missed under any seed.
+slowest run; and the load average before and after (the seconds depend on it). A compiled
+mutant is compiled afresh for every seed (dynamo's caches are reset), as a user's run would
+be. Progress goes to stderr; the exit status is 1 if any mutant was missed under any seed.
 
 The goal (issue 19): every mutant caught under every one of 30 seeds, median time to catch at
 most 2 s. Sharded runs start worker processes (a few seconds each), so the sharded family
@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import os
 import statistics
 import sys
 import time
@@ -242,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     seeds["sharded"] = args.sharded_seeds
     if args.large:
         seeds["large"] = min(args.seeds, 3)
+    load_before = os.getloadavg()[0]
     for entry in entries:
         k = seeds[entry.family]
         for seed in range(k):
@@ -264,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr, flush=True,
             )  # fmt: skip
 
+    load_after = os.getloadavg()[0]
     summaries = [_summary(e) for e in entries]
     totals = _totals(summaries)
     ran = sorted({e.family for e in entries}, key=[*FAMILIES, "large"].index)
@@ -275,7 +278,8 @@ def main(argv: list[str] | None = None) -> int:
             if "sharded" in ran and seeds["sharded"] != args.seeds
             else ""
         )
-        + f"; one thread; torch {torch.__version__}, hypothesis {hypothesis.__version__}"
+        + f"; one thread; torch {torch.__version__}, hypothesis {hypothesis.__version__}; "
+        f"load average {load_before:.2f} before, {load_after:.2f} after"
     )
     print("phase: catches made by the boundary phase; examples and seconds: medians of the catches")
     print(_header())
@@ -297,6 +301,7 @@ def main(argv: list[str] | None = None) -> int:
             "versions": {"torch": torch.__version__, "hypothesis": hypothesis.__version__},
             "seeds": {f: seeds[f] for f in ran},
             "threads": 1,
+            "load_average": {"before": round(load_before, 2), "after": round(load_after, 2)},
             "settings": "each verifier's defaults; only the options, scheme, sharding or sizes "
             "that a mutant's bug needs",
             "goal_seconds": GOAL_SECONDS,

@@ -72,7 +72,10 @@ def main() -> int:
             print(f"round {r + 1}: boundaries={boundaries}: {result}", file=sys.stderr)
             old = best.get(boundaries)
             if old is None or result["seconds"] < old["seconds"]:
-                best[boundaries] = {**result, "peak": max(result["peak"], old["peak"] if old else 0)}
+                best[boundaries] = {
+                    **result,
+                    "peak": max(result["peak"], old["peak"] if old else 0),
+                }
     load = os.getloadavg()[0]
     mib = 1 << 20
     print(f"{kind}: default verification, one thread, best of {args.rounds} (load {load:.2f})")

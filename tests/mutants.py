@@ -779,156 +779,97 @@ def blocked_embedding(
     return out.reshape(*input.shape, weight.shape[1])
 
 
-def grid_drops_partial_block(
-    input,
-    weight,
-    padding_idx=None,
-    max_norm=None,
-    norm_type=2.0,
-    scale_grad_by_freq=False,
-    sparse=False,
-):
+def _blocked_with(bug: str, doc: str) -> Callable[..., torch.Tensor]:
+    """[`blocked_embedding`][] with one size bug, as a module-level kernel named ``bug``."""
+
+    def kernel(
+        input,
+        weight,
+        padding_idx=None,
+        max_norm=None,
+        norm_type=2.0,
+        scale_grad_by_freq=False,
+        sparse=False,
+    ):
+        return blocked_embedding(
+            input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse, bug=bug
+        )
+
+    kernel.__name__ = kernel.__qualname__ = bug
+    kernel.__doc__ = doc
+    return kernel
+
+
+grid_drops_partial_block = _blocked_with(
+    "grid_drops_partial_block",
     """Launches ``numel // 256`` programs of 256 ids (``grid = (n // BLOCK,)`` where
     ``triton.cdiv`` was meant), with one program for a batch shorter than a block: the ids of
     the last partial block are never looked up and their rows stay zero. Symptom: zero rows at
-    the end of the output from ``N = 257`` on, whenever ``N`` is not a multiple of 256."""
-    return blocked_embedding(
-        input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
-        bug="grid_drops_partial_block",
-    )  # fmt: skip
+    the end of the output from ``N = 257`` on, whenever ``N`` is not a multiple of 256.""",
+)
 
 
-def width_tail_dropped(
-    input,
-    weight,
-    padding_idx=None,
-    max_norm=None,
-    norm_type=2.0,
-    scale_grad_by_freq=False,
-    sparse=False,
-):
+width_tail_dropped = _blocked_with(
+    "width_tail_dropped",
     """Copies a row in vectors of 128 columns, ``range(D // 128)`` of them once a row is
     wider than one vector (a narrower row is one masked vector): the last ``D % 128`` columns
     are never written. Symptom: zero columns at the end of every row for ``D > 128`` not a
-    multiple of 128 (``D = 129`` first)."""
-    return blocked_embedding(
-        input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
-        bug="width_tail_dropped",
-    )  # fmt: skip
+    multiple of 128 (``D = 129`` first).""",
+)
 
 
-def zero_rows_wider_than_1024(
-    input,
-    weight,
-    padding_idx=None,
-    max_norm=None,
-    norm_type=2.0,
-    scale_grad_by_freq=False,
-    sparse=False,
-):
+zero_rows_wider_than_1024 = _blocked_with(
+    "zero_rows_wider_than_1024",
     """Dispatches on the width to kernels specialised up to ``D = 1024`` (a row staged in a
     buffer of 1,024 elements) and launches nothing for wider rows, leaving the zero-filled
     output as it was (torchrec#3673: lookups zero for ``embedding_dim > 1024``). Symptom: every
-    value zero from ``D = 1,025`` on."""
-    return blocked_embedding(
-        input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
-        bug="zero_rows_wider_than_1024",
-    )  # fmt: skip
+    value zero from ``D = 1,025`` on.""",
+)
 
 
-def ids_packed_in_int16(
-    input,
-    weight,
-    padding_idx=None,
-    max_norm=None,
-    norm_type=2.0,
-    scale_grad_by_freq=False,
-    sparse=False,
-):
+ids_packed_in_int16 = _blocked_with(
+    "ids_packed_in_int16",
     """Copies the ids to the kernel as int16 ("a vocabulary fits in 16 bits") after checking
     them: ids from 32,768 on wrap to negative values, which index from the end of the table.
     Symptom: wrong rows for ids >= 32,768, so only with ``V > 32,768`` (``V = 32,769``
-    first)."""
-    return blocked_embedding(
-        input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
-        bug="ids_packed_in_int16",
-    )  # fmt: skip
+    first).""",
+)
 
 
-def padding_learns_past_768_ids(
-    input,
-    weight,
-    padding_idx=None,
-    max_norm=None,
-    norm_type=2.0,
-    scale_grad_by_freq=False,
-    sparse=False,
-):
+padding_learns_past_768_ids = _blocked_with(
+    "padding_learns_past_768_ids",
     """The backward has two paths, per-feature accumulation for up to 768 ids and a sorted
     segment sum for longer inputs, and only the first skips the padding row (pytorch#28716:
     the padding row received gradient for inputs longer than 768). Symptom: a nonzero
-    gradient in the padding row from ``N = 769`` on, when the padding id occurs."""
-    return blocked_embedding(
-        input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
-        bug="padding_learns_past_768_ids",
-    )  # fmt: skip
+    gradient in the padding row from ``N = 769`` on, when the padding id occurs.""",
+)
 
 
-def freq_counter_in_uint8(
-    input,
-    weight,
-    padding_idx=None,
-    max_norm=None,
-    norm_type=2.0,
-    scale_grad_by_freq=False,
-    sparse=False,
-):
+freq_counter_in_uint8 = _blocked_with(
+    "freq_counter_in_uint8",
     """Keeps the per-row occurrence counters of ``scale_grad_by_freq`` in one byte per row
     (a 10-million-row table's counters in 10 MB): a count of 256 wraps to 0 (then 1, as rows
     that never occur do) and 257 to 1. Symptom: the gradient of a row whose id occurs 256
-    times or more is divided by the wrapped count (256 times too large at 256 repeats)."""
-    return blocked_embedding(
-        input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
-        bug="freq_counter_in_uint8",
-    )  # fmt: skip
+    times or more is divided by the wrapped count (256 times too large at 256 repeats).""",
+)
 
 
-def backward_drops_partial_block(
-    input,
-    weight,
-    padding_idx=None,
-    max_norm=None,
-    norm_type=2.0,
-    scale_grad_by_freq=False,
-    sparse=False,
-):
+backward_drops_partial_block = _blocked_with(
+    "backward_drops_partial_block",
     """Accumulates the gradient in ``max(N // 128, 1)`` blocks of 128 ids, so the ids of the
     last partial block of a long input add nothing. Symptom: forward right, but the rows
     whose ids occur only in the last ``N % 128`` positions get too little gradient, from
-    ``N = 129`` on whenever ``N`` is not a multiple of 128."""
-    return blocked_embedding(
-        input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
-        bug="backward_drops_partial_block",
-    )  # fmt: skip
+    ``N = 129`` on whenever ``N`` is not a multiple of 128.""",
+)
 
 
-def row_offset_in_int32(
-    input,
-    weight,
-    padding_idx=None,
-    max_norm=None,
-    norm_type=2.0,
-    scale_grad_by_freq=False,
-    sparse=False,
-):
+row_offset_in_int32 = _blocked_with(
+    "row_offset_in_int32",
     """Computes each row's element offset ``id * stride`` in int32, as the Triton embeddings of
     Liger-Kernel and FlagGems do: exact while ``V * D <= 2**31``, wrapped to another row (or a
     negative offset) past it. Symptom: wrong rows for ids with ``id * D >= 2**31``, only in
-    tables of more than ``2**31`` elements (``V = 2**21 + 1`` rows of ``D = 1024``)."""
-    return blocked_embedding(
-        input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
-        bug="row_offset_in_int32",
-    )  # fmt: skip
+    tables of more than ``2**31`` elements (``V = 2**21 + 1`` rows of ``D = 1024``).""",
+)
 
 
 # --------------------------------------------------------------------------------------------

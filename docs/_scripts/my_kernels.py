@@ -1,4 +1,4 @@
-"""Two hand-written embedding kernels with F.embedding's signature."""
+"""Hand-written embedding kernels with F.embedding's signature: correct, and with classic bugs."""
 
 import torch
 

@@ -139,7 +139,15 @@ def test_matches_torch(
     float_dtype: torch.dtype,
     index_dtype: torch.dtype,
     device: torch.device,
+    request: pytest.FixtureRequest,
 ) -> None:
+    if torch.device(device).type == "cuda" and float_dtype == torch.bfloat16 and mode == "max":
+        reason = (
+            "torch has no CUDA backward of mode='max' in bfloat16 (embedding_bag_backward_cuda_max)"
+        )
+        request.applymarker(
+            pytest.mark.xfail(strict=True, raises=NotImplementedError, reason=reason)
+        )
     input, offsets, kwargs = make_case(case, index_dtype, device)
     weight = table(float_dtype, device)
     out, grad, _ = run(bag_fn, weight, input, offsets, mode=mode, **kwargs)

@@ -113,6 +113,24 @@ def test_bad_arguments_are_refused_before_any_process_starts(
         verify_sharded_embedding(**arguments)  # type: ignore[arg-type]
 
 
+def test_more_nccl_ranks_than_gpus_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """nccl takes one GPU per rank: two ranks on one GPU are refused before any rank starts.
+
+    On a GPU machine nccl's own refusal ("Duplicate GPU detected") used to fail every call as if
+    the kernel had (``docs/cuda-results.json``, check nccl-2).
+    """
+    from embedding_equivalence.distributed._group import gpus_short
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert gpus_short(1, "cuda", None, "world_size=") is None
+    assert gpus_short(4, "cpu", None, "world_size=") is None
+    assert gpus_short(2, "cuda", "gloo", "world_size=") is None  # gloo shares a GPU
+    message = gpus_short(2, "cuda", None, "--world-size ")
+    assert message is not None
+    assert message.startswith("--world-size 2: 2 ranks over nccl need 2 GPUs")
+    assert message.endswith("pass --world-size 1 or less")
+
+
 def test_a_candidate_of_the_running_script_is_refused_with_what_to_do() -> None:
     def local(input: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         return weight[input]

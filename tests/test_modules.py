@@ -88,7 +88,7 @@ def test_same_init_under_the_same_seed(
 ) -> None:
     embedding, matmul = seeded_pair(1234, 10, 4, device=device, dtype=float_dtype, **options)
     assert matmul.weight.dtype == float_dtype
-    assert matmul.weight.device == device
+    assert matmul.weight.device.type == torch.device(device).type
     assert matmul.weight.requires_grad
     assert isinstance(matmul.weight, nn.Parameter)
     assert torch.equal(matmul.weight, embedding.weight)
@@ -270,7 +270,7 @@ def test_embedding_to_linear_shape_values_and_dtype(
     assert (linear.in_features, linear.out_features) == (6, 4)
     assert linear.weight.shape == (4, 6)
     assert linear.weight.dtype == float_dtype
-    assert linear.weight.device == device
+    assert linear.weight.device.type == torch.device(device).type
     assert linear.weight.is_contiguous()
     assert torch.equal(linear.weight, weights.T)
     # The point of the conversion: the linear layer on the one-hot is the embedding.
@@ -289,7 +289,7 @@ def test_linear_to_embedding_shape_values_and_dtype(
     assert (embedding.num_embeddings, embedding.embedding_dim) == (6, 4)
     assert embedding.weight.shape == (6, 4)
     assert embedding.weight.dtype == float_dtype
-    assert embedding.weight.device == device
+    assert embedding.weight.device.type == torch.device(device).type
     assert torch.equal(embedding.weight, weight.T)
     ids = torch.tensor([3, 0, 5, 5], device=device)
     assert torch.equal(embedding(ids), linear(F.one_hot(ids, 6).to(float_dtype)))

@@ -37,7 +37,7 @@ from .._console import (
 )
 from .._usage import UsageError
 from .._verify import VerificationReport
-from ._group import DEFAULT_TIMEOUT
+from ._group import DEFAULT_TIMEOUT, gpus_short
 from ._verify import verify_sharded_embedding
 from .forms import SHARDED_FORMS
 
@@ -124,6 +124,10 @@ def run_sharded_verify(
                 f"{', '.join(dict.fromkeys(names))}"
             )
         rows = [next((name, fn, tuple(options or ())) for name, fn, _ in rows if name == only)]
+    launched = all(k in os.environ for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))
+    short = None if launched else gpus_short(world_size, device, None, "--world-size ")
+    if short is not None:
+        raise UsageError(short)
     in_group = _join_torchrun_group(device)
     run_seed = _run_seed(seed, in_group)
     dtype_names = ",".join(str(d).removeprefix("torch.") for d in dtypes or ()) or "all"

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, Listener, wait
 from typing import Any
 
+import torch
 import torch.distributed as dist
 
 from .._check import Outcome
@@ -111,6 +112,33 @@ def _kill(workers: list[_Worker]) -> None:
         if w.conn is not None:
             w.conn.close()
         w.log.close()
+
+
+def gpus_short(world_size: int, device: str, backend: str | None, flag: str) -> str | None:
+    """Why ``world_size`` spawned ranks over nccl cannot start here, or ``None`` when they can.
+
+    nccl takes one GPU per rank and refuses two ranks on one GPU, a setup mistake that would
+    otherwise fail every call as if the kernel had.
+
+    Args:
+        world_size: the ranks to spawn on this machine.
+        device: ``"cpu"`` or ``"cuda"``.
+        backend: the backend asked for (``None``: nccl on CUDA).
+        flag: how the caller names the setting, ``"world_size="`` or ``"--world-size "``.
+
+    Returns:
+        ``None`` when the ranks fit; else the message, naming the value and what to pass.
+    """
+    if device != "cuda" or (backend or "nccl") != "nccl":
+        return None
+    gpus = torch.cuda.device_count()
+    if world_size <= gpus:
+        return None
+    return (
+        f"{flag}{world_size}: {world_size} ranks over nccl need {world_size} GPUs, one per "
+        f"rank, and this machine has {gpus} (nccl refuses two ranks on one GPU); pass "
+        f"{flag}{gpus} or less"
+    )
 
 
 class WorkerGroup:

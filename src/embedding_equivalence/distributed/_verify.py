@@ -29,7 +29,7 @@ from .._repro import why_not_importable
 from .._verify import VerificationReport, check_budget, run_verification, with_invalid
 from ..oracle import EmbeddingOracle
 from ._boundaries import sharded_boundaries
-from ._group import DEFAULT_TIMEOUT, GroupFailure, WorkerGroup
+from ._group import DEFAULT_TIMEOUT, GroupFailure, WorkerGroup, gpus_short
 from ._rank import SHARDINGS
 from ._torchrun import TorchrunGroup
 
@@ -243,7 +243,8 @@ def verify_sharded_embedding(
 
     Raises:
         InvalidArgument: a candidate the workers cannot import, an unknown sharding or option,
-            a device that is not present, or a bad ``world_size``/``timeout``/``max_examples``.
+            a device that is not present, or a bad ``world_size``/``timeout``/``max_examples``
+            (over nccl, ``world_size`` at most the number of GPUs: one rank per GPU).
     """
     reference, fn = _reference(candidate)
     check_budget(fn, max_examples)
@@ -257,9 +258,12 @@ def verify_sharded_embedding(
         raise InvalidArgument(
             f"device={device!r} is not available here; available: {ees.available_devices()}"
         )
+    existing = dist.is_available() and dist.is_initialized()
+    short = None if existing else gpus_short(world_size, device, backend, "world_size=")
+    if short is not None:
+        raise InvalidArgument(short)
     opts = tuple(options)
     dts = tuple(dtypes) if dtypes is not None else tuple(ees.supported_float_dtypes(device))
-    existing = dist.is_available() and dist.is_initialized()
     world = dist.get_world_size() if existing else world_size
     valid = sharded_embedding_cases(
         world_size=world, sharding=sharding, options=opts, dtype=st.sampled_from(dts)

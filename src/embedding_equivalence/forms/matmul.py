@@ -17,6 +17,7 @@ The sparse product has no forward-mode formula in torch (``_sparse_addmm``), so
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import torch
@@ -68,13 +69,16 @@ def sparse_one_hot(ids: torch.Tensor, num_classes: int, dtype: torch.dtype) -> t
     """
     n = ids.shape[0]
     rows = torch.arange(n, device=ids.device)
-    return torch.sparse_coo_tensor(
-        torch.stack([rows, ids]),
-        torch.ones(n, dtype=dtype, device=ids.device),
-        (n, num_classes),
-        is_coalesced=True,  # rows are 0..N-1, one entry each: sorted and unique
-        check_invariants=False,  # ids were range-checked by the caller
-    )
+    with warnings.catch_warnings():
+        # Some CUDA builds warn that the invariant checks are off although they were opted out.
+        warnings.filterwarnings("ignore", "Sparse invariant checks are implicitly disabled")
+        return torch.sparse_coo_tensor(
+            torch.stack([rows, ids]),
+            torch.ones(n, dtype=dtype, device=ids.device),
+            (n, num_classes),
+            is_coalesced=True,  # rows are 0..N-1, one entry each: sorted and unique
+            check_invariants=False,  # ids were range-checked by the caller
+        )
 
 
 class SparseProduct(torch.autograd.Function):
@@ -96,7 +100,16 @@ class SparseProduct(torch.autograd.Function):
 
     @staticmethod
     def forward(matrix: torch.Tensor, dense: torch.Tensor) -> torch.Tensor:
-        """``matrix @ dense`` (``(N, K)`` sparse COO times ``(K, D)`` strided)."""
+        """``matrix @ dense`` (``(N, K)`` sparse COO times ``(K, D)`` strided).
+
+        CUDA's sparse product has no float16 or bfloat16 kernel ("addmm_sparse_cuda" not
+        implemented): there both operands go to float32 and the product is rounded once to
+        ``dense``'s dtype. A one-hot row selects a value exactly, so the forward is unchanged;
+        a gradient row sums its duplicates in float32, more accurately than in its own dtype.
+        """
+        if dense.is_cuda and dense.dtype in (torch.float16, torch.bfloat16):
+            wide = torch.sparse.mm(matrix.to(torch.float32), dense.to(torch.float32))
+            return wide.to(dense.dtype)
         return torch.sparse.mm(matrix, dense)
 
     @staticmethod

@@ -1,14 +1,16 @@
 """The "Architecture" page cannot rot: every module its figure and table name must exist.
 
-``diagrams.architecture.DATA_PATH`` is the one source of the page's figure and table; here
-every module it names is imported, the figure is checked to show each of them legibly, and
-the page is checked to print both from ``markdown-exec`` blocks and to sit in the nav.
+``figures.architecture.DATA_PATH`` (the docs' package ``docs/_scripts/figures``) is the one
+source of the page's figure and table; here every module it names is imported, the figure is
+checked to show each of them legibly, and the page is checked to print both from
+``markdown-exec`` blocks and to sit in the nav.
 """
 
 from __future__ import annotations
 
 import importlib
 import re
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -17,16 +19,18 @@ import pytest
 yaml = pytest.importorskip("yaml")
 pytest.importorskip("matplotlib")
 
-from embedding_equivalence import diagrams  # noqa: E402 (needs matplotlib)
-from embedding_equivalence.diagrams import architecture  # noqa: E402
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "docs" / "_scripts"))  # the docs' package figures
+
+import figures  # noqa: E402 (needs matplotlib)
+from figures import architecture  # noqa: E402
+
 PAGE = ROOT / "docs" / "architecture.md"
 SVG = "{http://www.w3.org/2000/svg}"
 
 
 def _parts() -> list[architecture.Part]:
-    return [p for row in diagrams.DATA_PATH for stage in row for p in stage.parts]
+    return [p for row in figures.DATA_PATH for stage in row for p in stage.parts]
 
 
 def test_every_module_on_the_data_path_exists() -> None:
@@ -40,21 +44,21 @@ def test_every_module_on_the_data_path_exists() -> None:
 
 
 def test_the_data_path_is_well_formed() -> None:
-    names = [stage.name for row in diagrams.DATA_PATH for stage in row]
+    names = [stage.name for row in figures.DATA_PATH for stage in row]
     assert len(names) == len(set(names)), "two stages share a name"
-    assert [s.name for s in diagrams.DATA_PATH[0]] == ["strategy"]
-    assert all(stage.parts for row in diagrams.DATA_PATH for stage in row)
+    assert [s.name for s in figures.DATA_PATH[0]] == ["strategy"]
+    assert all(stage.parts for row in figures.DATA_PATH for stage in row)
     assert all(p.role.strip() for p in _parts())
     # The engine, _check, holds both seams and the judge.
     engine = {
-        s.name for row in diagrams.DATA_PATH for s in row for p in s.parts if p.module == "_check"
+        s.name for row in figures.DATA_PATH for s in row for p in s.parts if p.module == "_check"
     }
     assert engine == {"runner (seam 1)", "oracle (seam 2)", "judge"}
 
 
 @pytest.fixture(scope="module")
 def figure() -> str:
-    return diagrams.data_path_figure()
+    return figures.data_path_figure()
 
 
 def test_the_figure_shows_every_stage_and_module(figure: str) -> None:
@@ -63,7 +67,7 @@ def test_the_figure_shows_every_stage_and_module(figure: str) -> None:
     texts = ["".join(t.itertext()) for t in root.iter(f"{SVG}text")]
     for part in _parts():
         assert part.module in texts, part.module
-    for row in diagrams.DATA_PATH:
+    for row in figures.DATA_PATH:
         for stage in row:
             assert stage.name in texts, stage.name
 
@@ -76,7 +80,7 @@ def test_the_figure_text_is_at_least_11px(figure: str) -> None:
 
 
 def test_the_table_lists_every_module() -> None:
-    table = diagrams.architecture_table()
+    table = figures.architecture_table()
     rows = table.splitlines()[2:]  # below the header and its rule
     assert len(rows) == len(_parts())
     for name in architecture.modules():
@@ -85,8 +89,8 @@ def test_the_table_lists_every_module() -> None:
 
 def test_the_page_prints_the_figure_and_the_table_and_is_in_the_nav() -> None:
     text = PAGE.read_text(encoding="utf-8")
-    assert "diagrams.data_path_figure()" in text
-    assert "diagrams.architecture_table()" in text
+    assert "figures.data_path_figure()" in text
+    assert "figures.architecture_table()" in text
     config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
     pages = [next(iter(item.values())) for item in config["nav"] if isinstance(item, dict)]
     at = pages.index("architecture.md")

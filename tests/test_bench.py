@@ -1,4 +1,8 @@
-"""The ``bench`` subcommand: the model's formulas, the outputs of a tiny run, skips, bad input.
+"""The benchmark (``benchmarks/bench``): the model's formulas, the outputs of a tiny run, skips,
+bad input.
+
+The harness is not part of the installed package: it is imported from ``benchmarks/``, as
+``python benchmarks/efficiency.py`` imports it.
 
 No timing is asserted anywhere: the numbers depend on the machine and its load.
 """
@@ -13,6 +17,7 @@ import io
 import json
 import math
 import re
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,19 +25,24 @@ from typing import Any
 import pytest
 import torch
 
-from embedding_equivalence import _console, bench, cli
-from embedding_equivalence.bench import memory, report
-from embedding_equivalence.bench.calibration import (
+from embedding_equivalence import _console, cli
+from embedding_equivalence.forms import registry
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))  # the package bench, as the script imports it
+
+import bench  # noqa: E402
+from bench import memory, report  # noqa: E402
+from bench.calibration import (  # noqa: E402
     GLIBC_MMAP_THRESHOLD_MAX,
     ROW_PRIMITIVES,
     calibrate,
     settle_allocator,
 )
-from embedding_equivalence.bench.compare import IMPLEMENTATIONS, RAW_BASELINES
-from embedding_equivalence.bench.results import SCHEMA
-from embedding_equivalence.bench.sweep_forms import SWEEP_NAMES
-from embedding_equivalence.bench.timing import Timing
-from embedding_equivalence.forms import registry
+from bench.compare import IMPLEMENTATIONS, RAW_BASELINES  # noqa: E402
+from bench.results import SCHEMA  # noqa: E402
+from bench.sweep_forms import SWEEP_NAMES  # noqa: E402
+from bench.timing import Timing  # noqa: E402
 
 S = 4  # float32
 B = 1e10  # copy bandwidth, bytes/s
@@ -297,7 +307,7 @@ def test_the_comparison_covers_every_public_embedding_form() -> None:
 @pytest.mark.parametrize("code", [memory._SERVER, memory._ONE_SHOT], ids=["server", "one-shot"])
 def test_the_measuring_processes_import_what_exists(code: str) -> None:
     # The memory is measured in processes started with `python -c CODE`: their imports must
-    # name this package's modules as they are.
+    # name the harness's modules as they are.
     found = re.findall(r"from ([\w.]+) import (\w+)", code)
     assert found
     for module, name in found:
@@ -456,6 +466,7 @@ def test_a_terminal_gets_rich_tables(
         def isatty(self) -> bool:
             return True
 
+    pytest.importorskip("rich")
     monkeypatch.delenv("CI", raising=False)
     _, out, _ = tiny_run
     sweep = bench.SweepReport.from_json(json.loads((out / "bench.json").read_text("utf-8")))
@@ -509,7 +520,7 @@ def test_compare_mode_still_prints_the_targets(capsys: pytest.CaptureFixture[str
 
 def test_compare_bare_json_prints_only_json(capsys: pytest.CaptureFixture[str]) -> None:
     # Before, a bare --json was a usage error that asked for a PATH.
-    assert cli.main(["bench", *COMPARE, "--json"]) == 0
+    assert bench.main([*COMPARE, "--json"]) == 0
     captured = capsys.readouterr()
     payload = json.loads(captured.out)
     assert set(payload) == {"machine", "config", "load_after", "measurements", "targets"}
@@ -548,13 +559,13 @@ def test_sweep_bare_json_prints_the_results_and_writes_the_files(
 def test_bad_arguments_exit_2_with_one_line(
     argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = cli.main(["bench", *argv])
+    code = bench.main(argv)
     captured = capsys.readouterr()
     assert code == 2
     assert captured.out == ""
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1, captured.err
-    assert lines[0].startswith("embedding-equivalence bench: error: ")
+    assert lines[0].startswith("python benchmarks/efficiency.py: error: ")
     assert message in lines[0]
 
 
@@ -567,3 +578,24 @@ def test_missing_matplotlib_is_a_clear_error(
     assert code == 2
     assert "pip install 'embedding-equivalence[bench]'" in err
     assert not (tmp_path / "bench.json").exists()
+
+
+def test_the_script_runs_the_harness() -> None:
+    # The command the Efficiency page shows, from the repository's root.
+    done = subprocess.run(
+        [sys.executable, "benchmarks/efficiency.py", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: python benchmarks/efficiency.py")
+    assert "--compare" in done.stdout
+
+
+def test_the_console_script_has_no_bench_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    # The benchmark is run from the repository; the installed package does not carry it.
+    assert cli.main(["bench"]) == 2
+    assert "invalid choice: 'bench'" in capsys.readouterr().err

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import functools
 import re
+import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,9 +28,12 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from embedding_equivalence import diagrams
-from embedding_equivalence.diagrams._canvas import Canvas
-from embedding_equivalence.diagrams._style import COLUMN_PX, new_figure, render_svg
+# The figures are the docs' own package (docs/_scripts/figures), as the pages import it.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "docs" / "_scripts"))
+
+import figures
+from figures._canvas import Canvas
+from figures._style import COLUMN_PX, new_figure, render_svg
 
 #: The issue's bar: no text of a figure smaller than this on a desktop screen, in CSS pixels.
 MIN_TEXT_PX = 11.0
@@ -48,13 +53,13 @@ def _figure_params() -> list[Any]:
         )
         if name in _TOO_SMALL
         else name
-        for name in diagrams.FIGURES
+        for name in figures.FIGURES
     ]
 
 
 @functools.cache
 def _figure(name: str) -> str:
-    return diagrams.FIGURES[name]()
+    return figures.FIGURES[name]()
 
 
 # --------------------------------------------------------------------------------------------
@@ -169,14 +174,14 @@ def _legend_mismatches(fig: Figure) -> list[str]:
     return problems
 
 
-@pytest.mark.parametrize("name", list(diagrams.FIGURES))
+@pytest.mark.parametrize("name", list(figures.FIGURES))
 def test_legend_colours_are_those_of_what_they_label(name: str) -> None:
-    for fig in _saved_figures(diagrams.FIGURES[name]):
+    for fig in _saved_figures(figures.FIGURES[name]):
         assert not _legend_mismatches(fig), name
 
 
 def test_the_renorm_legend_is_checked() -> None:
-    (fig,) = _saved_figures(diagrams.renorm_figure)
+    (fig,) = _saved_figures(figures.renorm_figure)
     assert fig.legends
     assert fig.legends[0].legend_handles
 

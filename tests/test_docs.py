@@ -27,9 +27,11 @@ yaml = pytest.importorskip("yaml")
 pytest.importorskip("matplotlib")
 pytest.importorskip("mkdocs")
 
-from embedding_equivalence import diagrams  # noqa: E402 (needs matplotlib)
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "docs" / "_scripts"))  # the docs' package figures
+
+import figures  # noqa: E402 (needs matplotlib)
+
 DOCS = ROOT / "docs"
 SEED_002_TABLES = Path(__file__).parent / "data" / "seed_002_tables.txt"
 SEED_002 = ROOT.parent / "shared" / "seeds" / "002_f71e86774d60ee6a.txt"
@@ -96,13 +98,13 @@ def test_site_config_stays_offline_and_strict() -> None:
 
 
 @pytest.fixture(scope="module")
-def figures() -> dict[str, str]:
-    return {name: make() for name, make in diagrams.FIGURES.items()}
+def svgs() -> dict[str, str]:
+    return {name: make() for name, make in figures.FIGURES.items()}
 
 
-@pytest.mark.parametrize("name", list(diagrams.FIGURES))
-def test_every_figure_is_a_valid_inline_svg(figures: dict[str, str], name: str) -> None:
-    svg = figures[name]
+@pytest.mark.parametrize("name", list(figures.FIGURES))
+def test_every_figure_is_a_valid_inline_svg(svgs: dict[str, str], name: str) -> None:
+    svg = svgs[name]
     assert svg.startswith("<svg ")
     assert "<?xml" not in svg
     assert "<!DOCTYPE" not in svg
@@ -117,43 +119,43 @@ def test_every_figure_is_a_valid_inline_svg(figures: dict[str, str], name: str) 
     assert len(svg) < 400_000
 
 
-def test_figure_ids_are_unique_across_figures(figures: dict[str, str]) -> None:
+def test_figure_ids_are_unique_across_figures(svgs: dict[str, str]) -> None:
     # Several figures are inlined in one page: their ids must not collide.
     ids: list[str] = []
-    for svg in figures.values():
+    for svg in svgs.values():
         ids += [e.get("id", "") for e in ET.fromstring(svg).iter() if e.get("id")]
     assert len(ids) == len(set(ids))
-    for name, svg in figures.items():
+    for name, svg in svgs.items():
         for ref in re.findall(r'(?:href="#|url\(#)([^")]+)', svg):
             assert f'id="{ref}"' in svg, (name, ref)
 
 
-def test_figures_show_the_worked_example(figures: dict[str, str]) -> None:
-    lookup = figures["lookup_figure"]
+def test_figures_show_the_worked_example(svgs: dict[str, str]) -> None:
+    lookup = svgs["lookup_figure"]
     for value in ("0.3374", "0.6957", "-1.8061", "-2.8400", "0.7953", "ids[0]=2"):
         assert value in lookup
-    assert "out[0] = 0·W[0] + 0·W[1] + 1·W[2] + 0·W[3] = W[2]" in figures["matmul_figure"]
-    assert "stride (5, 1)" in figures["storage_figure"]
-    assert "stride (1, 5)" in figures["storage_figure"]
-    assert ">1001<" in figures["gradient_figure"]  # G[0] + G[3] into row 2
+    assert "out[0] = 0·W[0] + 0·W[1] + 1·W[2] + 0·W[3] = W[2]" in svgs["matmul_figure"]
+    assert "stride (5, 1)" in svgs["storage_figure"]
+    assert "stride (1, 5)" in svgs["storage_figure"]
+    assert ">1001<" in svgs["gradient_figure"]  # G[0] + G[3] into row 2
 
 
 def test_figures_accept_other_tensors() -> None:
     weight = torch.arange(12.0).reshape(6, 2)
     ids = torch.tensor([5, 0, 5])
-    assert "10.0000" in diagrams.lookup_figure(weight, ids)
-    assert "out[2]" in diagrams.matmul_figure(ids, weight, row=2)
-    svg = diagrams.gradient_figure(ids, torch.ones(3, 2), 6, padding_idx=-1)
+    assert "10.0000" in figures.lookup_figure(weight, ids)
+    assert "out[2]" in figures.matmul_figure(ids, weight, row=2)
+    svg = figures.gradient_figure(ids, torch.ones(3, 2), 6, padding_idx=-1)
     assert "padding_idx: 0" in svg
-    ET.fromstring(diagrams.bag_figure(torch.tensor([1, 1, 0]), torch.tensor([0]), weight))
+    ET.fromstring(figures.bag_figure(torch.tensor([1, 1, 0]), torch.tensor([0]), weight))
 
 
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda: diagrams.lookup_figure(torch.zeros(40, 2), torch.tensor([0])), "at most 16"),
-        (lambda: diagrams.matmul_figure(row=3), r"row=3 must lie in \[0, 3\)"),
-        (lambda: diagrams.forward_cost("gather", 1, 1, 1, 4), "unknown form 'gather'"),
+        (lambda: figures.lookup_figure(torch.zeros(40, 2), torch.tensor([0])), "at most 16"),
+        (lambda: figures.matmul_figure(row=3), r"row=3 must lie in \[0, 3\)"),
+        (lambda: figures.forward_cost("gather", 1, 1, 1, 4), "unknown form 'gather'"),
     ],
     ids=["too-large", "bad-row", "unknown-form"],
 )
@@ -164,7 +166,7 @@ def test_figure_misuse_is_refused(call: Any, message: str) -> None:
 
 def test_worked_example_leaves_the_global_rng_alone() -> None:
     state = torch.random.get_rng_state()
-    weight, ids = diagrams.worked_example()
+    weight, ids = figures.worked_example()
     assert torch.equal(torch.random.get_rng_state(), state)
     assert weight.shape == (4, 5)
     assert ids.tolist() == [2, 3, 1]
@@ -172,13 +174,13 @@ def test_worked_example_leaves_the_global_rng_alone() -> None:
 
 
 def test_forward_cost_counts() -> None:
-    lookup = diagrams.forward_cost("lookup", 3, 4, 5, 4)
+    lookup = figures.forward_cost("lookup", 3, 4, 5, 4)
     assert (lookup.bytes_moved, lookup.flops, lookup.temporary_bytes) == (3 * 8 + 2 * 60, 0, 0)
-    dense = diagrams.forward_cost("dense matmul", 3, 4, 5, 4)
+    dense = figures.forward_cost("dense matmul", 3, 4, 5, 4)
     assert dense.flops == 2 * 3 * 4 * 5
     assert dense.temporary_bytes == 3 * 4 * 4
     assert dense.bytes_moved == 3 * 8 + 2 * 48 + 80 + 60
-    sparse = diagrams.forward_cost("sparse matmul", 3, 10**6, 5, 4)
+    sparse = figures.forward_cost("sparse matmul", 3, 10**6, 5, 4)
     assert sparse.flops == 2 * 3 * 5  # independent of V
     assert lookup.intensity == 0.0
     assert dense.intensity > 0
@@ -190,8 +192,8 @@ def test_forward_cost_counts() -> None:
 
 
 def test_bench_section_without_results_says_how_to_make_them(tmp_path: Path) -> None:
-    text = diagrams.bench_section(tmp_path)
-    assert "embedding-equivalence bench --out docs/bench" in text
+    text = figures.bench_section(tmp_path)
+    assert "python benchmarks/efficiency.py --out docs/bench" in text
     assert "<table" not in text
 
 
@@ -224,7 +226,7 @@ def test_bench_section_renders_measurements_and_plots(tmp_path: Path) -> None:
         'viewBox="0 0 10 10"><defs><path id="p1" d="M0 0"/></defs><use href="#p1"/></svg>',
         encoding="utf-8",
     )
-    text = diagrams.bench_section(tmp_path)
+    text = figures.bench_section(tmp_path)
     assert "test cpu" in text
     assert "<th>V=128 (ms)</th>" in text
     assert "<th>V=1,024 (ms)</th>" in text
@@ -237,7 +239,7 @@ def test_bench_section_renders_measurements_and_plots(tmp_path: Path) -> None:
 def test_bench_section_renders_a_headline_table(tmp_path: Path) -> None:
     headline = [{"form": "lookup", "V": 1024, "ms": 0.5}, {"form": "matmul", "V": 1024, "ms": 9.0}]
     (tmp_path / "bench.json").write_text(json.dumps({"headline": headline}), encoding="utf-8")
-    text = diagrams.bench_section(tmp_path)
+    text = figures.bench_section(tmp_path)
     assert "<th>form</th><th>V</th><th>ms</th>" in text
     assert "<td>matmul</td>" in text
 
@@ -245,7 +247,7 @@ def test_bench_section_renders_a_headline_table(tmp_path: Path) -> None:
 def test_bench_section_refuses_an_unknown_schema(tmp_path: Path) -> None:
     (tmp_path / "bench.json").write_text('{"rows": []}', encoding="utf-8")
     with pytest.raises(ValueError, match="no 'headline', 'results' or 'measurements' list"):
-        diagrams.bench_section(tmp_path)
+        figures.bench_section(tmp_path)
 
 
 # --------------------------------------------------------------------------------------------
@@ -441,7 +443,7 @@ def test_home_page_shows_the_one_hot_matmul_right_after_its_first_paragraph(site
     assert len(paragraphs) >= 2
     figure = paragraphs[1].strip()
     assert figure.startswith('<svg class="ee-figure"'), figure[:80]
-    expected = ET.fromstring(diagrams.matmul_figure()).get("aria-label")
+    expected = ET.fromstring(figures.matmul_figure()).get("aria-label")
     assert ET.fromstring(figure).get("aria-label") == expected
 
 
@@ -458,7 +460,7 @@ def _next_token_model() -> dict[str, torch.Tensor]:
 
     import embedding_equivalence as ee
 
-    table, _ = diagrams.worked_example()
+    table, _ = figures.worked_example()
     w = table.double()
     v, d = w.shape
     limit = 1 / math.sqrt(d)
@@ -528,7 +530,7 @@ def test_gradients_page_derives_dl_dw_and_agrees_with_autograd(site: Path) -> No
 
 
 def test_backprop_figure_draws_the_transposed_one_hot_times_g() -> None:
-    from embedding_equivalence.diagrams.backprop import backprop_figure
+    from figures.backprop import backprop_figure
 
     ids = torch.tensor([2, 3, 1, 2])
     g = torch.arange(20.0).reshape(4, 5) / 8  # exact, and not all integral: 4 decimals
@@ -542,7 +544,7 @@ def test_backprop_figure_draws_the_transposed_one_hot_times_g() -> None:
         assert f"{value:.4f}" in texts, value
     assert {"G[0] + G[3]", "G[2]", "G[1]", "no id: 0"} <= texts
     own = {e.get("id") for e in root.iter() if e.get("id")}
-    grad = {e.get("id") for e in ET.fromstring(diagrams.gradient_figure()).iter() if e.get("id")}
+    grad = {e.get("id") for e in ET.fromstring(figures.gradient_figure()).iter() if e.get("id")}
     assert not own & grad  # both are inlined in the same page
     with pytest.raises(ValueError, match="at most 16"):
         backprop_figure(torch.zeros(17, dtype=torch.long), torch.zeros(17, 2), 4)
@@ -667,7 +669,7 @@ def test_the_width_check_catches_the_old_thirteen_column_table(tmp_path: Path) -
     ]  # fmt: skip
     row = dict.fromkeys(columns, 0.04795763)
     (tmp_path / "bench.json").write_text(json.dumps({"headline": [row]}), encoding="utf-8")
-    old = diagrams.bench_section(tmp_path)
+    old = figures.bench_section(tmp_path)
     assert _table_width_px(_tables(old)[0]) > TABLE_TARGET_PX
     with pytest.raises(AssertionError, match="13 columns"):
         _assert_tables_fit(old, "the old headline")
@@ -721,7 +723,7 @@ def test_sweep_section_shows_the_load_and_the_model_agreement(
     tmp_path: Path, sweep_payload: dict[str, Any]
 ) -> None:
     (tmp_path / "bench.json").write_text(json.dumps(sweep_payload), encoding="utf-8")
-    text = diagrams.bench_section(tmp_path)
+    text = figures.bench_section(tmp_path)
     prose = html.unescape(re.sub(r"<[^>]+>", "", re.sub(r"<svg.*?</svg>", "", text, flags=re.S)))
     assert "4.13 before the run and 5.94 after it" in prose
     assert "Other processes were running" in prose  # a load of 4 before the run
@@ -743,7 +745,7 @@ def test_the_tables_and_the_figures_show_the_same_run(
         '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 1 1"><text>stale</text></svg>',
         encoding="utf-8",
     )
-    text = diagrams.bench_section(tmp_path)
+    text = figures.bench_section(tmp_path)
     assert "stale" not in text
     assert "N = 1,024, D = 256" in text  # the figures' sweep is the tables' sweep
 
@@ -751,12 +753,12 @@ def test_the_tables_and_the_figures_show_the_same_run(
 def test_the_checked_in_results_render_in_narrow_tables() -> None:
     data = json.loads((DOCS / "bench" / "bench.json").read_text(encoding="utf-8"))
     assert data["results"], "docs/bench/bench.json holds no sweep"
-    _assert_tables_fit(diagrams.bench_section(DOCS / "bench"), "docs/bench/bench.json")
+    _assert_tables_fit(figures.bench_section(DOCS / "bench"), "docs/bench/bench.json")
 
 
 def test_the_page_names_the_command_that_regenerates_its_results() -> None:
     page = (DOCS / "efficiency.md").read_text(encoding="utf-8")
-    assert f"```bash\n{diagrams.efficiency.REGENERATE}\n```" in page
+    assert f"```bash\n{figures.efficiency.REGENERATE}\n```" in page
 
 
 @pytest.mark.slow

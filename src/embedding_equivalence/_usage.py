@@ -1,7 +1,7 @@
 """What the command-line interfaces share: the usage error (exit status 2) and argument types.
 
-``cli`` (``verify``, ``demo``) and ``bench.cli`` both use them; neither imports the other, so
-the two stay free of an import circle.
+The console script (``cli``, ``distributed._cli``) and the repository's benchmark
+(``benchmarks/bench/cli.py``) use them, so that a bad command line reads the same in each.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The console script ``embedding-equivalence``: ``verify``, ``demo`` and ``bench``.
+"""The console script ``embedding-equivalence``: ``verify`` and ``demo``.
 
 Exit codes: 0 when everything passed, 1 when a verification failed (the runnable repro is
 printed), 2 on a usage error (one line on stderr, no traceback).
@@ -524,12 +524,6 @@ def _demo(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 0
 
 
-def _bench(args: argparse.Namespace, rest: Sequence[str]) -> int:
-    from . import bench
-
-    return bench.main(list(rest))
-
-
 def _build_parser() -> _Parser:
     parser = _Parser(
         prog="embedding-equivalence",
@@ -621,11 +615,6 @@ def _build_parser() -> _Parser:
         "PATH (- is stdout) beside the table",
     )
     sub.add_parser("demo", help="the worked example: seed 123, a 4x5 table, ids [2, 3, 1]")
-    sub.add_parser(
-        "bench",
-        help="time and memory of lookup vs one-hot matmul (options: bench --help)",
-        add_help=False,
-    )
     return parser
 
 
@@ -641,8 +630,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     parser = _build_parser()
     try:
-        if args_list[:1] == ["bench"]:
-            return _bench(argparse.Namespace(), args_list[1:])
         args = parser.parse_args(args_list)
         if args.command == "verify":
             return _verify(args, sys.stdout, sys.stderr)

@@ -7,10 +7,10 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from ..forms.lookup import lookup_embedding
-from ..forms.matmul import matmul_embedding
-from ..oracle.bounds import gamma, unit_roundoff
-from ..oracle.embedding import reference_embedding_grad
+from embedding_equivalence import lookup_embedding, matmul_embedding
+from embedding_equivalence.oracle.bounds import gamma, unit_roundoff
+from embedding_equivalence.oracle.embedding import reference_embedding_grad
+
 from ._style import (
     FAINT_TEXT,
     ID_COLOURS,

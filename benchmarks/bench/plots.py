@@ -12,7 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._usage import UsageError
+from embedding_equivalence._usage import UsageError
+
 from .results import CaseResult, SweepReport, find_case, v_sweep_points
 from .sweep_forms import SWEEP_FORMS
 from .timing import MODES, Mode
@@ -158,7 +159,7 @@ def write_plots(report: SweepReport, out: Path) -> list[Path]:
     because their one-hot cannot fit are named in a footnote.
 
     Args:
-        report: as returned by [`run_sweep`][embedding_equivalence.bench.sweep.run_sweep].
+        report: as returned by [`run_sweep`][bench.sweep.run_sweep].
         out: the folder to write in (it exists).
 
     Returns:

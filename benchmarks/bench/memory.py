@@ -15,6 +15,7 @@ import select
 import signal
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -77,7 +78,7 @@ def memory_spec(
         dtype: the weight's dtype.
         device: where the case runs.
         seed: seed of the inputs (see
-            [`build_inputs`][embedding_equivalence.bench.timing.build_inputs]).
+            [`build_inputs`][bench.timing.build_inputs]).
         threads: torch intra-op threads.
 
     Returns:
@@ -246,9 +247,12 @@ def _memory_server() -> None:
         out.flush()
 
 
-_SERVER = "from embedding_equivalence.bench.memory import _memory_server; _memory_server()"
+#: What a measuring process runs first: the folder of the package ``bench`` (``benchmarks/``)
+#: joins its ``sys.path``, as it does for ``python benchmarks/efficiency.py``.
+_PATH = f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r}); "
+_SERVER = _PATH + "from bench.memory import _memory_server; _memory_server()"
 _ONE_SHOT = (
-    "import json, sys; from embedding_equivalence.bench.memory import measure_here; "
+    _PATH + "import json; from bench.memory import measure_here; "
     "print(json.dumps(measure_here(json.loads(sys.argv[1]))))"
 )
 

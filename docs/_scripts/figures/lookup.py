@@ -7,8 +7,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from ..forms.lookup import lookup_embedding
-from ..forms.matmul import matmul_embedding
+from embedding_equivalence import lookup_embedding, matmul_embedding
+
 from ._canvas import (
     CELL_H,
     CELL_W,

@@ -2,7 +2,7 @@
 
 [`SweepSizes`][] holds the three one-at-a-time sweeps (``V``, ``D`` and ``N`` around a
 base point); [`run_sweep`][] runs them and returns a
-[`SweepReport`][embedding_equivalence.bench.results.SweepReport].
+[`SweepReport`][bench.results.SweepReport].
 """
 
 from __future__ import annotations
@@ -15,13 +15,14 @@ from typing import Any
 
 import torch
 
-from .._console import Progress
-from ..forms.validation import (
+from embedding_equivalence._console import Progress
+from embedding_equivalence.forms.validation import (
     OneHotTooLargeError,
     available_memory_bytes,
     check_one_hot_fits,
     format_bytes,
 )
+
 from .calibration import Calibration, calibrate, gemm_k
 from .machine import load_average, machine_info
 from .memory import MemoryProbe, measure_here, memory_spec
@@ -113,7 +114,7 @@ def run_sweep(
         timing: the torch intra-op threads (fixed for every measurement and recorded), the
             clock (CUDA always uses synchronised wall time), the seconds of measurement per
             case (and per calibration point), and the interleaved rounds over the forms of one
-            point (see [`time_group`][embedding_equivalence.bench.timing.time_group]).
+            point (see [`time_group`][bench.timing.time_group]).
         memory: measure the peak memory of every case.
         forms: the forms to run.
         progress: write progress lines on stderr.

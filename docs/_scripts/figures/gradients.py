@@ -7,7 +7,8 @@ from typing import Any
 
 import torch
 
-from ..forms.lookup import lookup_embedding
+from embedding_equivalence import lookup_embedding
+
 from ._canvas import CELL_H, HEAD, Canvas, check_drawable, defaults, values
 from ._style import (
     FAINT_TEXT,

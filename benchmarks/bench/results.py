@@ -33,7 +33,7 @@ class CaseResult:
 
     Attributes:
         form: the form's label (see
-            [`SweepForm`][embedding_equivalence.bench.sweep_forms.SweepForm]).
+            [`SweepForm`][bench.sweep_forms.SweepForm]).
         call: the function timed, e.g. ``"matmul_embedding"``.
         mode: ``"fwd"`` or ``"fwd+bwd"``.
         grad: the gradient's layout, ``"dense"`` or ``"sparse"`` (``"-"`` for ``"fwd"``).
@@ -50,14 +50,14 @@ class CaseResult:
         iqr_ms: interquartile range of the block times in ms.
         runs: calls measured.
         model_ms: the model time in ms, ``overhead_ms + roofline_ms``
-            ([`model_time`][embedding_equivalence.bench.model.model_time]).
+            ([`model_time`][bench.model.model_time]).
         ratio: ``median_ms / model_ms``.
         roofline_ms: the bandwidth and throughput terms of the model alone.
         overhead_ms: the form's fixed cost per call, measured on a tiny input.
         model_terms: the model's terms, e.g. ``"gather 1024 rows at 24.5 ns: 0.0251 ms"``.
         peak_bytes: measured peak memory beyond the inputs.
         analytic_bytes:
-        [`analytic_memory_bytes`][embedding_equivalence.bench.model.analytic_memory_bytes].
+        [`analytic_memory_bytes`][bench.model.analytic_memory_bytes].
         memory_method: how ``peak_bytes`` was measured.
         note: why the case was skipped or failed.
     """
@@ -103,7 +103,7 @@ class SweepReport:
     """Everything a sweep measured.
 
     Attributes:
-        machine: [`machine_info`][embedding_equivalence.bench.machine.machine_info] at the start of
+        machine: [`machine_info`][bench.machine.machine_info] at the start of
             the run, plus ``load_after`` (the load average at its end).
         config: the sizes and settings of the run.
         calibration: the measured bandwidths and throughputs.
@@ -162,7 +162,7 @@ class SweepReport:
         """Rebuild a report from the content of ``bench.json`` (to redraw its tables and plots).
 
         Args:
-            data: as written by [`write_outputs`][embedding_equivalence.bench.report.write_outputs].
+            data: as written by [`write_outputs`][bench.report.write_outputs].
 
         Returns:
             The [`SweepReport`][].
@@ -234,7 +234,7 @@ def headline_rows(report: SweepReport) -> list[dict[str, Any]]:
     """The headline: the ``V`` sweep, lookup against the one-hot matmul, one row per mode and V.
 
     Args:
-        report: as returned by [`run_sweep`][embedding_equivalence.bench.sweep.run_sweep].
+        report: as returned by [`run_sweep`][bench.sweep.run_sweep].
 
     Returns:
         Dicts with the keys of [`HEADLINE_COLUMNS`][] (times in ms, memory in MiB beyond

@@ -3,7 +3,7 @@
 [`format_calibration`][], [`format_headline`][] and [`format_sweep_table`][] are the text
 of the ``bench`` command; it prints [`headline_table`][] and [`sweep_table`][] as rich tables
 on a terminal (see [`_console`][embedding_equivalence._console]). [`write_outputs`][] writes
-the result files and the plots ([`plots`][embedding_equivalence.bench.plots]).
+the result files and the plots ([`plots`][bench.plots]).
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ import textwrap
 from dataclasses import asdict
 from pathlib import Path
 
-from .._console import Table
-from ..forms.validation import format_bytes
+from embedding_equivalence._console import Table
+from embedding_equivalence.forms.validation import format_bytes
+
 from .calibration import Calibration
 from .plots import write_plots
 from .results import CSV_COLUMNS, SweepReport, headline_rows
@@ -48,7 +49,7 @@ def format_calibration(cal: Calibration) -> str:
     """Format the calibration in a few lines.
 
     Args:
-        cal: as returned by [`calibrate`][embedding_equivalence.bench.calibration.calibrate].
+        cal: as returned by [`calibrate`][bench.calibration.calibrate].
 
     Returns:
         The text, without a trailing newline.
@@ -97,7 +98,7 @@ def headline_table(report: SweepReport) -> Table:
     the measured peak memory of both (MiB beyond the inputs).
 
     Args:
-        report: as returned by [`run_sweep`][embedding_equivalence.bench.sweep.run_sweep].
+        report: as returned by [`run_sweep`][bench.sweep.run_sweep].
 
     Returns:
         The [`Table`][embedding_equivalence._console.Table].
@@ -150,7 +151,7 @@ def format_headline(report: SweepReport) -> str:
     """The headline table ([`headline_table`][]) as plain text.
 
     Args:
-        report: as returned by [`run_sweep`][embedding_equivalence.bench.sweep.run_sweep].
+        report: as returned by [`run_sweep`][bench.sweep.run_sweep].
 
     Returns:
         The title and the table, without a trailing newline.
@@ -162,7 +163,7 @@ def sweep_table(report: SweepReport) -> Table:
     """Every case: time, model, measured/model, peak and analytic memory, and notes.
 
     Args:
-        report: as returned by [`run_sweep`][embedding_equivalence.bench.sweep.run_sweep].
+        report: as returned by [`run_sweep`][bench.sweep.run_sweep].
 
     Returns:
         The [`Table`][embedding_equivalence._console.Table], one section per point.
@@ -210,7 +211,7 @@ def ratio_summary(report: SweepReport) -> str:
     """How many cases agree with the model, and the range of measured/model per form and mode.
 
     Args:
-        report: as returned by [`run_sweep`][embedding_equivalence.bench.sweep.run_sweep].
+        report: as returned by [`run_sweep`][bench.sweep.run_sweep].
 
     Returns:
         The lines, without a trailing newline.
@@ -237,7 +238,7 @@ def format_sweep_table(report: SweepReport) -> str:
     """Every case ([`sweep_table`][]) as plain text, then the [`ratio_summary`][].
 
     Args:
-        report: as returned by [`run_sweep`][embedding_equivalence.bench.sweep.run_sweep].
+        report: as returned by [`run_sweep`][bench.sweep.run_sweep].
 
     Returns:
         The table and the summary, without a trailing newline.
@@ -257,7 +258,7 @@ def write_outputs(report: SweepReport, out: str | Path, *, plots: bool = True) -
     """Write ``bench.json``, ``bench.csv`` and (with ``plots``) the three SVG plots.
 
     Args:
-        report: as returned by [`run_sweep`][embedding_equivalence.bench.sweep.run_sweep].
+        report: as returned by [`run_sweep`][bench.sweep.run_sweep].
         out: the folder (created if missing).
         plots: also draw ``time_vs_vocab.svg``, ``memory_vs_vocab.svg`` and
             ``ratio_vs_model.svg`` (needs matplotlib).

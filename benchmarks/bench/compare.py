@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from .._console import Table
-from ..forms import registry
+from embedding_equivalence._console import Table
+from embedding_equivalence.forms import registry
+
 from .timing import (
     MODES,
     EmbedFn,

@@ -1,7 +1,9 @@
 """Benchmark: the lookup and the one-hot matmul, time and peak memory, beside a roofline model.
 
-Run it as ``embedding-equivalence bench`` or ``python -m embedding_equivalence.bench``
-(``--help`` lists the options; ``--quick`` takes well under a minute).
+It is part of the repository, not of the installed package: run it from the repository's root
+as ``python benchmarks/efficiency.py`` (``--help`` lists the options; ``--quick`` takes well
+under a minute), with the package installed and, for the plots, matplotlib (the ``bench``
+extra). The page "Efficiency" draws its tables and figures from the ``bench.json`` it writes.
 
 **The sweep** (the default). Three one-at-a-time sweeps around a base point ``(N, V, D)``:
 ``V`` over ``--vocab`` (default 1,024 to 50,257, and 262,144 where the one-hot fits) at the base
@@ -23,11 +25,11 @@ used on CUDA, synchronised). A dense form whose one-hot cannot fit
 a note.
 
 **Calibration and the model.** Before the sweep, glibc's allocator is put in its steady state
-([`settle_allocator`][embedding_equivalence.bench.calibration.settle_allocator]: one block just
+([`settle_allocator`][bench.calibration.settle_allocator]: one block just
 under its 32 MiB mmap ceiling, allocated and freed, so that a buffer's cost no longer depends on
 the cases that ran before it), and the machine is measured on the shapes of the sweep: the cost
 per row of the four row primitives of
-[`ROW_PRIMITIVES`][embedding_equivalence.bench.calibration.ROW_PRIMITIVES] (rows of ``D``
+[`ROW_PRIMITIVES`][bench.calibration.ROW_PRIMITIVES] (rows of ``D``
 elements at random positions of each ``(V, D)`` table, timed at ``N/4``, ``N`` and ``4N`` rows
 of the base ``N``: the slope up to ``N``, and the slope beyond it for the rows of a larger
 ``N``), the zero-fill bandwidth ``Z(x)`` (``torch.zeros`` of ``x``

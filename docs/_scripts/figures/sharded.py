@@ -14,7 +14,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from ..forms.matmul import matmul_embedding
+from embedding_equivalence import matmul_embedding
+
 from ._canvas import (
     CELL_H,
     CELL_W,
@@ -52,7 +53,7 @@ def _shards(name: str, size: int, world_size: int) -> list[tuple[int, int]]:
         )
     # Imported here, not at the top: the figures of the other pages do not need
     # torch.distributed, which some builds of torch leave out.
-    from ..distributed.forms import shard_range
+    from embedding_equivalence.distributed import shard_range
 
     return [shard_range(size, world_size, r) for r in range(world_size)]
 

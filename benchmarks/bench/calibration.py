@@ -1,7 +1,7 @@
 """Calibration: row gathers and scatters, zero-fill and copy bandwidths, GEMMs, per-call costs.
 
 [`calibrate`][] measures this machine at the sizes a sweep needs; the [`Calibration`][]
-it returns is what [`model_time`][embedding_equivalence.bench.model.model_time] reads, and it is
+it returns is what [`model_time`][bench.model.model_time] reads, and it is
 saved in ``bench.json``. [`ROW_PRIMITIVES`][] are the per-row operations it times (the random
 row gather of a lookup, the scatter-add of its backward, the rows of a sparse product);
 [`gemm_k`][] says at which inner size a one-hot's GEMM is measured; [`settle_allocator`][]
@@ -20,8 +20,9 @@ from typing import Any
 import torch
 from torch.utils.benchmark import Timer
 
-from ..forms.matmul import sparse_one_hot
-from ..forms.validation import available_memory_bytes
+from embedding_equivalence.forms.matmul import sparse_one_hot
+from embedding_equivalence.forms.validation import available_memory_bytes
+
 from .sweep_forms import SweepForm
 from .timing import MODES, Timing, build_inputs, time_group, timer_fn
 
@@ -242,7 +243,7 @@ class Calibration:
         """The fixed cost per call of a form in seconds (0 if it was not measured).
 
         Args:
-            model: a key of [`MODEL_FORMULAS`][embedding_equivalence.bench.model.MODEL_FORMULAS].
+            model: a key of [`MODEL_FORMULAS`][bench.model.MODEL_FORMULAS].
             mode: ``"fwd"`` or ``"fwd+bwd"``.
 
         Returns:

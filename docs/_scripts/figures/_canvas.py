@@ -4,7 +4,7 @@ A [`Canvas`][] is a figure whose data units are inches (origin at the top left, 
 down) with helpers for text, arrows, boxes and matrices of text cells; the tensor figures
 (lookup, one-hot, matmul, layouts, gradients, bags, sharded) and the architecture figure draw
 on one. No text on a canvas is smaller than its width allows
-([`min_font_size`][embedding_equivalence.diagrams._style.min_font_size]).
+([`min_font_size`][figures._style.min_font_size]).
 
 A product ``M @ weight = out`` is laid out as in Falk's scheme ([`Product`][]): ``weight``
 above ``out`` and ``M`` left of ``out``, so that ``out[n, d]`` sits in row ``n`` of ``M`` and

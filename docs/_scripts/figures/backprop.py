@@ -13,7 +13,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..forms.matmul import matmul_embedding
+from embedding_equivalence import matmul_embedding
+
 from ._canvas import CELL_H, CELL_W, SQUARE, Canvas, check_drawable, values
 from ._style import FAINT_TEXT, ZERO_FILL, fmt, fmt_short, id_colour, tint
 

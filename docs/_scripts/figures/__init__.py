@@ -16,15 +16,19 @@ splits of a sharded table), and ``architecture`` (the contributors' map of the m
 ``_style`` holds the shared colours and SVG output, ``_canvas`` the cell-by-cell canvas they
 draw on.
 
-Matplotlib is needed (``pip install "embedding-equivalence[docs]"``); the rest of the package
-does not import this package.
+This package belongs to the docs, not to ``embedding_equivalence``: the pages import it after
+``sys.path.insert(0, "docs/_scripts")``, and nothing in the installed package imports it.
+Matplotlib is needed (``pip install "embedding-equivalence[docs]"``).
 
 Examples:
     ```python
-    from embedding_equivalence import diagrams
+    import sys
 
-    weight, ids = diagrams.worked_example()
-    svg = diagrams.lookup_figure(weight, ids)  # '<svg ...>...</svg>'
+    sys.path.insert(0, "docs/_scripts")
+    import figures
+
+    weight, ids = figures.worked_example()
+    svg = figures.lookup_figure(weight, ids)  # '<svg ...>...</svg>'
     ```
 """
 

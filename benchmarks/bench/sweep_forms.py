@@ -12,7 +12,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from ..forms import registry
+from embedding_equivalence.forms import registry
+
 from .timing import MODES, Implementation, Mode
 
 __all__ = ["FORMS_BY_LABEL", "SWEEP_FORMS", "SWEEP_NAMES", "SweepForm"]
@@ -26,7 +27,7 @@ class SweepForm:
         label: its name in the tables and plots, e.g. ``"one-hot matmul"``.
         impl: the call (``impl.name`` is the function, e.g. ``"matmul_embedding"``).
         model: the key of its model in
-            [`MODEL_FORMULAS`][embedding_equivalence.bench.model.MODEL_FORMULAS].
+            [`MODEL_FORMULAS`][bench.model.MODEL_FORMULAS].
         grad: the layout of the weight's gradient in forward+backward, ``"dense"`` or
             ``"sparse"``.
         modes: the modes it is timed in.

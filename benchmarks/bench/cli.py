@@ -1,10 +1,10 @@
 """The ``bench`` command line: ``main(argv)``, its options, the sweep and ``--compare``.
 
-``embedding-equivalence bench ARGS`` and ``python -m embedding_equivalence.bench ARGS`` both
-call [`main`][]. A bad command line raises [`UsageError`][embedding_equivalence._usage.UsageError]
-inside and ends as one line on stderr with exit status 2. The report goes to stdout and the
-progress to stderr, through [`_console`][embedding_equivalence._console]; a bare ``--json``
-puts the results as JSON alone on stdout.
+``python benchmarks/efficiency.py ARGS`` calls [`main`][]. A bad command line raises
+[`UsageError`][embedding_equivalence._usage.UsageError] inside and ends as one line on stderr
+with exit status 2. The report goes to stdout and the progress to stderr, through
+[`_console`][embedding_equivalence._console]; a bare ``--json`` puts the results as JSON alone
+on stdout.
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from typing import Any, NoReturn, TextIO
 
 import torch
 
-from .._console import Progress, print_table, write_json
-from .._usage import UsageError, int_at_least
+from embedding_equivalence._console import Progress, print_table, write_json
+from embedding_equivalence._usage import UsageError, int_at_least
+
 from .compare import (
     IMPLEMENTATIONS,
     RATIO_NOTE,
@@ -60,7 +61,7 @@ SWEEP_QUICK: dict[str, Any] = {
 DEFAULT_VOCABS = (1024, 8192, 50257)
 QUICK = {"n": 256, "d": 64, "vocab": (128, 1024, 8192), "min_run_time": 0.06}
 
-_PROG = "embedding-equivalence bench"
+_PROG = "python benchmarks/efficiency.py"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -347,7 +348,7 @@ def _wrote(paths: Sequence[Path], seconds: float) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the benchmark from the command line (``embedding-equivalence bench ARGS``).
+    """Run the benchmark from the command line (``python benchmarks/efficiency.py ARGS``).
 
     Args:
         argv: the arguments (without the program name); ``None`` reads ``sys.argv``.

@@ -2,7 +2,7 @@
 
 [`MODEL_FORMULAS`][] states each model as text (it is saved in ``bench.json``);
 [`model_time`][] evaluates it with a machine's
-[`Calibration`][embedding_equivalence.bench.calibration.Calibration], and
+[`Calibration`][bench.calibration.Calibration], and
 [`analytic_memory_bytes`][] counts the bytes a call allocates.
 """
 
@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..forms.validation import format_bytes
+from embedding_equivalence.forms.validation import format_bytes
+
 from .calibration import Calibration, gemm_k
 from .timing import MODES, Mode
 
@@ -27,7 +28,7 @@ _ONE_HOT_BWD = " + 2*N*V*D / F_bwd(N, D)"
 #: The model of each form and mode, as text, without the form's fixed cost per call ``c``
 #: which every model adds (``s``: itemsize; ``gather``, ``scatter_add``, ``sparse_rows``,
 #: ``sparse_rows_t``: seconds per row of that primitive of
-#: [`ROW_PRIMITIVES`][embedding_equivalence.bench.calibration.ROW_PRIMITIVES], for rows of
+#: [`ROW_PRIMITIVES`][bench.calibration.ROW_PRIMITIVES], for rows of
 #: ``D*s`` bytes of a ``V*D*s``-byte table; ``Z``: zero-fill bandwidth at that many bytes,
 #: ``Z2`` of two such buffers zeroed one after the other;
 #: ``F``: GEMM throughput at ``(N, D)``). See [`model_time`][].
@@ -84,7 +85,7 @@ def model_time(
       seconds per row ``gather(r, T)``, which follows the row's size and where in the cache
       hierarchy a table of ``T`` bytes lives (rows beyond the calibration's base count at the
       cost measured beyond it, see
-      [`rows_seconds`][embedding_equivalence.bench.calibration.Calibration.rows_seconds]);
+      [`rows_seconds`][bench.calibration.Calibration.rows_seconds]);
     - dense gradient (lookup backward): a zeroed ``T``-byte buffer at the zero-fill bandwidth,
       plus ``N`` rows added into it at ``scatter_add(r, T)`` per row;
     - sparse gradient: nothing (its values and indices are views of ``G`` and of the ids);

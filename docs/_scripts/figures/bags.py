@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from ..forms.bag import lookup_embedding_bag, matmul_embedding_bag
+from embedding_equivalence import lookup_embedding_bag, matmul_embedding_bag
+
 from ._canvas import SQUARE, Canvas, check_drawable, drawable_table, product_layout, values
 from ._style import FAINT_TEXT, TITLE, fmt_short, id_colour, tint
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,9 +30,12 @@ if TYPE_CHECKING:
 
 __all__ = ["REGENERATE", "Cost", "bench_section", "forward_cost", "sweep_section", "work_figure"]
 
+#: The benchmark harness (``benchmarks/bench``) lives beside these docs, in the repository.
+BENCHMARKS = Path(__file__).resolve().parents[3] / "benchmarks"
+
 #: The one command that regenerates everything the "Measured" section shows: the sweep's
 #: ``bench.json`` (and ``bench.csv``); the section draws its tables and figures from it.
-REGENERATE = "embedding-equivalence bench --out docs/bench --no-plots"
+REGENERATE = "python benchmarks/efficiency.py --out docs/bench --no-plots"
 
 
 @dataclass(frozen=True)
@@ -183,7 +187,7 @@ def _pivot_records(
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """Pivot timing records: one row per implementation and mode, one column per ``V``.
 
-    Accepts the records of ``embedding_equivalence.bench`` (``"name"``, or ``"call"`` and
+    Accepts the records of the benchmark (``benchmarks/bench``) (``"name"``, or ``"call"`` and
     ``"grad"``). When the configuration names one ``num_ids`` and ``dim``, only the records of
     that ``N`` and ``D`` are kept (the ``V`` sweep).
     """
@@ -237,7 +241,7 @@ def _plots(folder: Path) -> list[str]:
 def bench_section(directory: str | Path = "docs/bench") -> str:
     """HTML for the docs' benchmark section, from ``directory/bench.json``.
 
-    A sweep of ``embedding-equivalence bench`` (its ``"results"`` carry a model time) is shown
+    A sweep of ``benchmarks/efficiency.py`` (its ``"results"`` carry a model time) is shown
     by [`sweep_section`][]: its tables and figures, all drawn from that one file. Any other
     ``bench.json`` shows the ``"machine"`` it ran on, the scalar settings of its ``"config"``,
     and a table: its ``"headline"`` (a list of row objects, shown as they are) or else its
@@ -247,7 +251,7 @@ def bench_section(directory: str | Path = "docs/bench") -> str:
     returns a note that says how to produce it.
 
     Args:
-        directory: where ``embedding-equivalence bench --out`` wrote its results.
+        directory: where ``benchmarks/efficiency.py --out`` wrote its results.
 
     Returns:
         An HTML fragment.
@@ -267,7 +271,7 @@ def bench_section(directory: str | Path = "docs/bench") -> str:
     payload = json.loads(path.read_text(encoding="utf-8"))
     results = payload.get("results")
     first = results[0] if isinstance(results, list) and results else None
-    if isinstance(first, dict) and "model_ms" in first:  # a sweep of embedding_equivalence.bench
+    if isinstance(first, dict) and "model_ms" in first:  # a sweep of benchmarks/bench
         return sweep_section(payload, source=path.as_posix())
     config = payload.get("config")
     config = config if isinstance(config, dict) else {}
@@ -283,7 +287,7 @@ def bench_section(directory: str | Path = "docs/bench") -> str:
     else:
         raise ValueError(
             f"bench_section: {path} has no 'headline', 'results' or 'measurements' list "
-            f"(keys: {sorted(payload)}); regenerate it with embedding-equivalence bench --out"
+            f"(keys: {sorted(payload)}); regenerate it with {REGENERATE}"
         )
     targets = payload.get("targets")
     if isinstance(targets, list) and targets and isinstance(targets[0], dict):
@@ -297,7 +301,7 @@ def bench_section(directory: str | Path = "docs/bench") -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# A sweep of embedding_equivalence.bench: tables and figures from its bench.json
+# A sweep of benchmarks/bench: tables and figures from its bench.json
 # --------------------------------------------------------------------------------------------
 
 #: Colour of each form of the sweep in the figures (others cycle through the id colours).
@@ -710,6 +714,15 @@ def _figure(svg: str | None, caption: str) -> list[str]:
     )
 
 
+def _ratio_band() -> tuple[float, float]:
+    """The benchmark's band of measured/model ratios that count as "within 30%"."""
+    if str(BENCHMARKS) not in sys.path:
+        sys.path.insert(0, str(BENCHMARKS))  # the package bench, as benchmarks/*.py see it
+    from bench.report import RATIO_BAND
+
+    return float(RATIO_BAND[0]), float(RATIO_BAND[1])
+
+
 def sweep_section(payload: dict[str, Any], source: str = "bench.json") -> str:
     """HTML for a sweep's results: the run, tables of the ``V`` sweep, the model's agreement.
 
@@ -729,9 +742,7 @@ def sweep_section(payload: dict[str, Any], source: str = "bench.json") -> str:
     Returns:
         An HTML fragment.
     """
-    from ..bench.report import RATIO_BAND
-
-    band = (float(RATIO_BAND[0]), float(RATIO_BAND[1]))
+    band = _ratio_band()
     parts = _run_paragraphs(payload, source)
     parts += _headline_tables(payload)
     parts += _figure(

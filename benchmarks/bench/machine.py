@@ -12,7 +12,8 @@ import platform
 
 import torch
 
-from ..forms.validation import format_bytes
+from embedding_equivalence.forms.validation import format_bytes
+
 from .timing import dtype_name
 
 __all__ = ["format_machine", "load_average", "machine_info"]

@@ -1,11 +1,13 @@
 """What every command prints through: one rule for rich output or plain lines.
 
-The rule, [`is_terminal`][embedding_equivalence._console.is_terminal]: a stream gets rich's
-output when it is a TTY and the environment variable ``CI`` is unset or empty. There
-[`Progress`][embedding_equivalence._console.Progress] draws a progress bar and
-[`print_table`][embedding_equivalence._console.print_table] a rich table. Anywhere else (a
-pipe, a file, a CI log) every step of the progress is one plain line, and a table is aligned
-plain text, one line a row, with no ANSI escape code. Results go to stdout and progress to
+The rule, [`uses_rich`][embedding_equivalence._console.uses_rich]: a stream gets rich's output
+when ``rich`` is installed (the ``cli`` extra) and the stream is a terminal
+([`is_terminal`][embedding_equivalence._console.is_terminal]: a TTY, with the environment
+variable ``CI`` unset or empty). There [`Progress`][embedding_equivalence._console.Progress]
+draws a progress bar and [`print_table`][embedding_equivalence._console.print_table] a rich
+table. Anywhere else (a pipe, a file, a CI log, or any stream without ``rich``) every step of
+the progress is one plain line, and a table is aligned plain text, one line a row, with no ANSI
+escape code: the same information either way. Results go to stdout and progress to
 stderr, so that ``--json`` keeps stdout to the JSON alone
 ([`write_json`][embedding_equivalence._console.write_json]).
 
@@ -32,16 +34,16 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TextIO
 
-import rich.console
-import rich.progress
-import rich.table
-
 from ._usage import UsageError
 
 if TYPE_CHECKING:
+    import rich.console
+    import rich.progress
+
     from ._verify import VerificationReport
 
 __all__ = [
+    "HAS_RICH",
     "PROGRAM",
     "Progress",
     "Table",
@@ -53,6 +55,7 @@ __all__ = [
     "print_table",
     "replay_command",
     "result_fields",
+    "uses_rich",
     "write_failure",
     "write_json",
     "write_title",
@@ -62,8 +65,33 @@ __all__ = [
 PROGRAM = "embedding-equivalence"
 
 
+def _has_rich() -> bool:
+    try:
+        import rich  # noqa: F401 (the "cli" extra; imported where it draws)
+    except ImportError:
+        return False
+    return True
+
+
+#: Whether ``rich`` is installed; without it every stream gets the plain lines.
+HAS_RICH = _has_rich()
+
+
 def is_terminal(stream: TextIO) -> bool:
-    """Whether ``stream`` gets rich's output: a TTY, and ``CI`` unset or empty.
+    """Whether ``stream`` is a terminal: a TTY, and ``CI`` unset or empty.
+
+    Args:
+        stream: where the output goes, e.g. ``sys.stderr``.
+
+    Returns:
+        True for a terminal, False for a pipe, a file or a CI log.
+    """
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty is not None and isatty()) and not os.environ.get("CI")
+
+
+def uses_rich(stream: TextIO) -> bool:
+    """Whether ``stream`` gets rich's output: ``rich`` is installed and it is a terminal.
 
     Args:
         stream: where the output goes, e.g. ``sys.stderr``.
@@ -71,11 +99,12 @@ def is_terminal(stream: TextIO) -> bool:
     Returns:
         True for a progress bar and rich tables, False for plain lines.
     """
-    isatty = getattr(stream, "isatty", None)
-    return bool(isatty is not None and isatty()) and not os.environ.get("CI")
+    return HAS_RICH and is_terminal(stream)
 
 
 def _rich_console(stream: TextIO) -> rich.console.Console:
+    import rich.console
+
     # No markup or highlighting: the text printed (ids, options in brackets, repro code) is
     # shown as it is, styled only where a style is given.
     return rich.console.Console(
@@ -84,13 +113,13 @@ def _rich_console(stream: TextIO) -> rich.console.Console:
 
 
 def write_title(stream: TextIO, text: str) -> None:
-    """Write a line of ``text``, in bold on a terminal.
+    """Write a line of ``text``, in bold where [`uses_rich`][].
 
     Args:
         stream: where it goes.
         text: the line, without its newline.
     """
-    if is_terminal(stream):
+    if uses_rich(stream):
         _rich_console(stream).print(text, style="bold")
     else:
         stream.write(text + "\n")
@@ -154,15 +183,17 @@ class Table:
 
 
 def print_table(stream: TextIO, table: Table) -> None:
-    """Print ``table`` on ``stream``: a rich table on a terminal, else [`Table.plain`][].
+    """Print ``table`` on ``stream``: a rich table where [`uses_rich`][], else [`Table.plain`][].
 
     Args:
         stream: where it goes, e.g. ``sys.stdout``.
         table: the table.
     """
-    if not is_terminal(stream):
+    if not uses_rich(stream):
         stream.write(table.plain() + "\n")
         return
+    import rich.table
+
     console = _rich_console(stream)
     if table.title is not None:
         console.print(table.title)
@@ -178,7 +209,7 @@ def print_table(stream: TextIO, table: Table) -> None:
 
 
 class Progress:
-    """The steps of a long run on ``stream``: rich's progress bar on a terminal, else lines.
+    """The steps of a long run on ``stream``: rich's progress bar where [`uses_rich`][], else lines.
 
     A plain line reads ``LABEL [k/total] seconds  what`` and is written when step ``k`` begins;
     on a terminal the bar counts the steps finished and shows what runs now. Use it as a
@@ -203,7 +234,9 @@ class Progress:
 
     def __enter__(self) -> Progress:
         self.start = time.perf_counter()
-        if self.enabled and is_terminal(self.stream):
+        if self.enabled and uses_rich(self.stream):
+            import rich.progress
+
             self._bar = rich.progress.Progress(
                 rich.progress.TextColumn("{task.description}"),
                 rich.progress.BarColumn(),

@@ -40,7 +40,7 @@ import embedding_equivalence as ee
 start = time.perf_counter()
 vocab, dim = ee.large_table_sizes(torch.float16)
 report = ee.verify_embedding(F.embedding, devices=["cuda"], dtypes=[torch.float16],
-    max_examples=5, seed=1, boundaries=False, vocab_sizes=vocab, dims=dim)
+    max_examples=5, seed=1, boundaries=False, vocab_sizes=vocab, embedding_dims=dim)
 print(report)
 print(f"seconds: {time.perf_counter() - start:.1f}")
 """

@@ -21,8 +21,11 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
+from hypothesis import given
 
+import embedding_equivalence.strategies as ees
 from embedding_equivalence.forms.bag import (
+    bag_bounds,
     bag_count_matrix,
     lookup_embedding_bag,
     matmul_embedding_bag,
@@ -634,3 +637,26 @@ def test_torch_defect_include_last_offset_mean() -> None:
     out = F.embedding_bag(input, table(), offsets, mode="mean", include_last_offset=True)
     ref = F.embedding_bag(input[:4], table(), offsets[:2], mode="mean")
     assert_identical(out, ref)
+
+
+@given(
+    case=ees.embedding_bag_cases(
+        modes=("sum",), options=("include_last_offset",), dtype=torch.float64, device="cpu"
+    )
+)
+def test_bag_bounds_are_the_bags_f_embedding_bag_reduces(case: ees.EmbeddingBagCase) -> None:
+    """The rule for Python ints (cases, the defect table) agrees with the forms' on tensors.
+
+    The form is checked against ``F.embedding_bag`` above; it is the reference here because
+    torch fails two of the drawn shapes: ``(0, 0)`` inputs ("step must be nonzero") and ids
+    after the last offset (pytorch/pytorch#52851, pinned above).
+    """
+    last = bool(case.kwargs.get("include_last_offset", False))
+    input, weight, offsets, _ = case.build(requires_grad=False)
+    weight = torch.round(weight * 8)  # small integers: every sum is exact, in any order
+    out = lookup_embedding_bag(input, weight, offsets, mode="sum", include_last_offset=last)
+    bounds = bag_bounds(case.ids.shape, case.offsets, last)
+    assert len(bounds) == out.shape[0] == case.num_bags
+    flat = input.reshape(-1)
+    for b, (lo, hi) in enumerate(bounds):
+        assert torch.equal(out[b], weight[flat[lo:hi]].sum(0))

@@ -91,7 +91,7 @@ def test_verifier_catches_bag_mutant(mutant: BagMutant) -> None:
     except Exception:
         pass  # the snippet reproduces a call that raises: that is the failure it shows
     assert namespace.get("candidate") is mutant.fn
-    with pytest.raises(ee.VerificationError, match="Minimal counterexample"):
+    with pytest.raises(ee.EquivalenceError, match="Minimal counterexample"):
         report.raise_for_failure()
 
 

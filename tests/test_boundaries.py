@@ -279,7 +279,7 @@ _DEFECT_RUNS = {
 def test_torch_defects_are_found_under_every_seed(defect: str, seed: int) -> None:
     report = _DEFECT_RUNS[defect](seed)
     assert not report.passed
-    assert report.extra.get("torch_defect") == defect, str(report)
+    assert report.torch_defect == defect, str(report)
     assert report.boundary is not None
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+import embedding_equivalence as ee
 from embedding_equivalence import _console
 from embedding_equivalence._console import cell_seed
 from embedding_equivalence.cli import main
@@ -136,6 +137,13 @@ def test_buggy_candidate_exits_1_with_a_repro(
             ["verify", "--sharding", "vocab", "--only", "nothing/-/cpu/all"],
             "no implementation 'nothing' with --sharding vocab",
         ),
+        (["verify", "--candidate", "user_kernels:good", "--bag"], "or drop --bag"),
+        (["verify", "--candidate", "user_kernels:good", "--scheme", "int8"], "or drop --scheme"),
+        (["verify", "--candidate", "user_kernels:good", "--options", "max_norm"], "'max_norm'"),
+        (["verify", "--world-size", "2"], "--world-size goes with --sharding"),
+        (["verify", "--json", "no_such_folder/out.json"], "does not exist"),
+        (["verify", "--json", "."], "is a directory"),
+        (["verify", "--vocab-sizes", "0"], "argument --vocab-sizes: '0' must satisfy"),
         (["frobnicate"], "invalid choice"),
         ([], "required"),
     ],
@@ -164,6 +172,13 @@ def test_buggy_candidate_exits_1_with_a_repro(
         "only-unknown-option",
         "only-and-dtypes",
         "only-sharded-unknown-implementation",
+        "embedding-kernel-with-bag",
+        "embedding-kernel-with-scheme",
+        "option-the-kernel-lacks",
+        "world-size-without-sharding",
+        "json-in-a-missing-folder",
+        "json-a-directory",
+        "zero-vocab-names-the-flag",
         "unknown-command",
         "no-command",
     ],
@@ -178,6 +193,13 @@ def test_usage_errors_exit_2_in_one_line(
     assert lines[0].startswith("embedding-equivalence: error: ")
     assert message in lines[0]
     assert "Traceback" not in captured.err
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit:
+        main(["--version"])
+    assert exit.value.code == 0
+    assert capsys.readouterr().out.startswith(f"embedding-equivalence {ee.__version__} (torch ")
 
 
 def test_json_schema(kernels: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

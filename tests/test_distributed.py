@@ -97,7 +97,7 @@ BAD_CALLS = [
     pytest.param({"sharding": "row"}, "sharding='row' must be one of", id="sharding"),
     pytest.param({"world_size": 0}, "world_size=0 must be a positive int", id="world"),
     pytest.param({"timeout": 0}, "timeout=0 must be a positive", id="timeout"),
-    pytest.param({"device": "cuda:7"}, "not available here", id="device"),
+    pytest.param({"devices": ["cuda:7"]}, "not available here", id="device"),
     pytest.param({"options": ("sparse",)}, "'sparse'", id="sparse"),
     pytest.param({"max_examples": 0}, "max_examples=0 must be a positive int", id="budget"),
 ]
@@ -163,8 +163,8 @@ def test_the_package_forms_pass_with_every_option(form: str, sharding: str, worl
     phase = list(sharded_boundaries(sharding, world, ALL_OPTIONS, report.dtypes, ("cpu",)))
     assert report.boundary_examples == len(phase)
     assert report.examples == 50 + len(phase)
-    assert report.extra["world_size"] == world
-    assert report.extra["group_starts"] == 1  # no restart: no rank ever waited on another
+    assert report.world_size == world
+    assert report.group_starts == 1  # no restart: no rank ever waited on another
 
 
 @pytest.mark.parametrize(
@@ -206,7 +206,7 @@ def test_a_rank_that_raises_while_the_others_wait_is_a_failing_report() -> None:
     assert re.search(r"on rank 1 raised ValueError: rank 1 refuses", report.failure)
     assert "Traceback on rank 1:" in report.failure
     assert 'raise ValueError("rank 1 refuses")' in report.failure
-    assert report.extra["group_starts"] >= 2  # restarted after the other rank was left waiting
+    assert report.group_starts >= 2  # restarted after the other rank was left waiting
 
 
 def test_a_rank_that_hangs_is_reported_with_its_stack_within_the_timeout() -> None:

@@ -706,5 +706,5 @@ def test_verify_embedding_bag_report_of_the_package_forms() -> None:
     assert report.passed, str(report)
     assert report.examples == 30 + report.boundary_examples
     assert 0.0 <= report.worst_error <= 1.0
-    assert report.extra["modes"] == ("sum", "mean", "max")
+    assert report.modes == ("sum", "mean", "max")
     assert f"PASSED after {report.examples} examples" in str(report)

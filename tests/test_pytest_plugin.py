@@ -123,6 +123,14 @@ def test_max_examples_option(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=1)
 
 
+def test_a_bad_budget_is_one_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_budget(embedding_max_examples):\n    pass\n")
+    result = pytester.runpytest("--embedding-max-examples", "0", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--embedding-max-examples*'0' must be at least 1*"])
+    assert "pytest_plugin" not in result.stderr.str()  # no plugin source shown
+
+
 @pytest.fixture
 def _verification_imported() -> None:
     """Import what a verification imports lazily, in this process, before pytester runs one.
@@ -157,4 +165,6 @@ def test_a_users_verification_through_the_fixtures(pytester: pytest.Pytester) ->
         "-k", "cpu-float32", "--embedding-max-examples", "10", "-p", "no:cacheprovider"
     )
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*VerificationError*", "*Minimal counterexample*"])
+    result.stdout.fnmatch_lines(
+        ["*embedding_equivalence.EquivalenceError*", "*Minimal counterexample*"]
+    )

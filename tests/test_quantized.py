@@ -120,7 +120,8 @@ def test_correct_kernels_pass(
     )
     assert report.passed, str(report)
     assert 0 <= report.worst_error <= 1
-    assert report.extra["scheme"].startswith(scheme)
+    assert report.scheme is not None
+    assert report.scheme.startswith(scheme)
 
 
 def test_float64_arithmetic_passes_and_the_bound_is_not_slack() -> None:

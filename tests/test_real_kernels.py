@@ -144,7 +144,7 @@ def test_the_verdict_kinds_follow_the_verifier_messages() -> None:
         report = ee.verify_embedding(
             candidate, dtypes=[torch.float32], max_examples=100, seed=0, backward=False
         )
-        got = classify(report.passed, report.failure, report.extra.get("torch_defect"))
+        got = classify(report.passed, report.failure, report.torch_defect)
         assert got[0] == kind, report
         assert got[1].startswith(text), got
 

@@ -1,5 +1,6 @@
-"""The size knobs of the verifiers: vocab_sizes=, dims=, num_ids= (API and CLI), and tables
-past 2**31 elements through them, at a size CI can afford (the full size runs in
+"""The size knobs of the verifiers: vocab_sizes=, embedding_dims=, num_ids= (API and CLI).
+
+Also tables past 2**31 elements through them, at a size CI can afford (the full size runs in
 ``benchmarks/large_tables.py``)."""
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def _fresh_record() -> None:
 
 def test_the_knobs_bound_every_drawn_call() -> None:
     report = ee.verify_embedding(
-        recording_embedding, vocab_sizes=50_257, dims=(3, 5), num_ids=(100, 300),
+        recording_embedding, vocab_sizes=50_257, embedding_dims=(3, 5), num_ids=(100, 300),
         max_examples=15, seed=0, boundaries=False,
     )  # fmt: skip
     assert report.passed, str(report)
@@ -63,8 +64,8 @@ def test_the_knobs_bound_every_drawn_call() -> None:
 
 def test_a_strategy_is_a_knob_too() -> None:
     report = ee.verify_embedding(
-        recording_embedding, vocab_sizes=st.sampled_from([7, 11]), dims=2, max_examples=10,
-        seed=0, boundaries=False,
+        recording_embedding, vocab_sizes=st.sampled_from([7, 11]), embedding_dims=2,
+        max_examples=10, seed=0, boundaries=False,
     )  # fmt: skip
     assert report.passed, str(report)
     assert {v for v, _, _ in SEEN} <= {7, 11}
@@ -73,8 +74,8 @@ def test_a_strategy_is_a_knob_too() -> None:
 
 def test_bag_knobs() -> None:
     report = ee.verify_embedding_bag(
-        F.embedding_bag, vocab_sizes=(1000, 2000), dims=4, modes=("sum",), max_examples=10,
-        seed=0, boundaries=False,
+        F.embedding_bag, vocab_sizes=(1000, 2000), embedding_dims=4, modes=("sum",),
+        max_examples=10, seed=0, boundaries=False,
     )  # fmt: skip
     assert report.passed, str(report)
 
@@ -83,7 +84,7 @@ def test_bag_knobs() -> None:
     ("knobs", "message"),
     [
         ({"vocab_sizes": 0}, "vocab_sizes=0 must be a positive int"),
-        ({"dims": (5, 2)}, "dims=(5, 2) must satisfy 1 <= min <= max"),
+        ({"embedding_dims": (5, 2)}, "embedding_dims=(5, 2) must satisfy 1 <= min <= max"),
         ({"num_ids": (1, 2, 3)}, "num_ids=(1, 2, 3) must be an int, (min, max) or a strategy"),
         ({"vocab_sizes": "big"}, "vocab_sizes='big' must be a positive int"),
     ],
@@ -99,7 +100,7 @@ def test_a_largest_example_that_does_not_fit_is_refused_with_its_size(
 ) -> None:
     # The budget variable stands for the memory available (here: one byte short of the
     # CPU's share, host and device both being the CPU, then exactly enough).
-    knobs: dict[str, Any] = {"vocab_sizes": 50_257, "dims": 32, "num_ids": 64}
+    knobs: dict[str, Any] = {"vocab_sizes": 50_257, "embedding_dims": 32, "num_ids": 64}
     host, device = example_bytes(50_257, 32, 64, torch.float32)
     monkeypatch.setenv("EMBEDDING_EQUIVALENCE_MAX_ONE_HOT_BYTES", str(host + device - 1))
     with pytest.raises(InvalidArgument, match=r"V=50257, D=32, N=64, torch\.float32\) needs"):
@@ -113,20 +114,36 @@ def test_a_largest_example_that_does_not_fit_is_refused_with_its_size(
 
 def test_the_cli_takes_the_knobs(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["verify", "--candidate", "test_sizes:recording_embedding", "--vocab-sizes", "30:40"]
-    argv += ["--dims", "2", "--num-ids", "9", "--max-examples", "5", "--dtypes", "float32"]
+    argv += ["--embedding-dims", "2", "--num-ids", "9", "--max-examples", "5"]
+    argv += ["--dtypes", "float32"]
     assert main([*argv, "--seed", "0", "--no-boundaries"]) == 0
     assert SEEN
     assert all(30 <= v <= 40 and d == 2 and n in (9, 1) for v, d, n in SEEN)
+
+
+def test_the_bag_verifier_takes_num_ids_as_the_length_of_the_input() -> None:
+    seen: list[tuple[int, ...]] = []
+
+    def bag(input: torch.Tensor, weight: torch.Tensor, offsets: Any = None, **kw: Any) -> Any:
+        seen.append(tuple(input.shape))
+        return F.embedding_bag(input, weight, offsets, **kw)
+
+    report = ee.verify_embedding_bag(
+        bag, num_ids=(100, 120), vocab_sizes=50, embedding_dims=3, modes=("sum",),
+        max_examples=20, seed=0, boundaries=False,
+    )  # fmt: skip
+    assert report.passed, str(report)
+    assert seen
+    assert all(len(shape) == 1 and 100 <= shape[0] <= 120 for shape in seen), set(seen)
 
 
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
         (["--vocab-sizes", "ten"], "'ten' is not N or LO:HI"),
-        (["--dims", "8:2"], "'8:2' must satisfy 1 <= LO <= HI"),
-        (["--bag", "--num-ids", "5"], "the bag verifier draws its own bags"),
+        (["--embedding-dims", "8:2"], "'8:2' must satisfy 1 <= LO <= HI"),
     ],
-    ids=["not-a-number", "reversed", "bag-num-ids"],
+    ids=["not-a-number", "reversed"],
 )
 def test_the_cli_refuses_bad_knobs(
     capsys: pytest.CaptureFixture[str], argv: list[str], message: str
@@ -171,12 +188,14 @@ def test_a_table_past_2_31_elements_is_accepted_on_24_gib(monkeypatch: pytest.Mo
     monkeypatch.setenv("EMBEDDING_EQUIVALENCE_MAX_ONE_HOT_BYTES", str(24 << 30))
     v, d = large_table_sizes(torch.float16)
     for fn in ("verify_embedding", "verify_embedding_bag"):
-        sizes = case_sizes(fn, vocab_sizes=v, dims=d, dtypes=[torch.float16], devices=["cpu"])
+        sizes = case_sizes(
+            fn, vocab_sizes=v, embedding_dims=d, dtypes=[torch.float16], devices=["cpu"]
+        )
         assert sizes["vocab_size"] == v
         assert sizes["embedding_dim"] == d
     v, d = large_table_sizes(torch.float32, "quantized")
     sizes = case_sizes(
-        "verify_quantized_embedding", vocab_sizes=v, dims=d, num_ids=64,
+        "verify_quantized_embedding", vocab_sizes=v, embedding_dims=d, num_ids=64,
         dtypes=[torch.float32, torch.float16], devices=["cpu"],
     )  # fmt: skip
     assert sizes["vocab_size"] == v
@@ -186,11 +205,13 @@ def test_a_table_too_large_is_refused_with_its_size(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("EMBEDDING_EQUIVALENCE_MAX_ONE_HOT_BYTES", str(24 << 30))
     # 2**33 elements of float16: a 16 GiB table and its 16 GiB gradient.
     with pytest.raises(InvalidArgument, match=r"V=8388608, D=1024, .*needs about 32\.\d GiB"):
-        ee.verify_embedding(F.embedding, vocab_sizes=2**23, dims=1024, dtypes=[torch.float16])
+        ee.verify_embedding(
+            F.embedding, vocab_sizes=2**23, embedding_dims=1024, dtypes=[torch.float16]
+        )
     # A float64 table at the preset's size: 16 GiB, and as much for its gradient.
     v, d = large_table_sizes(torch.float64)
     with pytest.raises(InvalidArgument, match=rf"V={v}, D={d}, .*needs about 32\.\d GiB on cpu"):
-        ee.verify_embedding(F.embedding, vocab_sizes=v, dims=d, dtypes=[torch.float64])
+        ee.verify_embedding(F.embedding, vocab_sizes=v, embedding_dims=d, dtypes=[torch.float64])
 
 
 def test_edge_rows_are_the_last_the_first_and_the_first_past_2_31() -> None:
@@ -258,7 +279,8 @@ def _recording(ids_seen: list[list[int]], kind: str) -> Any:
 def test_every_call_of_a_large_table_looks_its_last_row_up(kind: str) -> None:
     seen: list[list[int]] = []
     candidate = _recording(seen, kind)
-    knobs: dict[str, Any] = {"vocab_sizes": V_WIDE, "dims": D_WIDE, "max_examples": 5, "seed": 1}
+    knobs: dict[str, Any] = {"vocab_sizes": V_WIDE, "embedding_dims": D_WIDE}
+    knobs.update(max_examples=5, seed=1)
     knobs["boundaries"] = False
     if kind == "embedding":
         report = ee.verify_embedding(candidate, dtypes=[torch.float16], **knobs)
@@ -292,7 +314,7 @@ def wrapping_quantized(
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_a_kernel_that_wraps_large_ids_is_caught_by_its_first_example(seed: int) -> None:
     report = ee.verify_embedding(
-        wrapping_embedding, vocab_sizes=V_WIDE, dims=D_WIDE, dtypes=[torch.float16],
+        wrapping_embedding, vocab_sizes=V_WIDE, embedding_dims=D_WIDE, dtypes=[torch.float16],
         max_examples=1, seed=seed, boundaries=False,
     )  # fmt: skip
     if report.passed:  # the one example drawn was invalid input, refused as it must be
@@ -302,7 +324,7 @@ def test_a_kernel_that_wraps_large_ids_is_caught_by_its_first_example(seed: int)
 
 
 def test_kernels_that_wrap_large_ids_are_caught() -> None:
-    knobs: dict[str, Any] = {"vocab_sizes": V_WIDE, "dims": D_WIDE, "seed": 0}
+    knobs: dict[str, Any] = {"vocab_sizes": V_WIDE, "embedding_dims": D_WIDE, "seed": 0}
     knobs.update(max_examples=3, boundaries=False)
     report = ee.verify_embedding(wrapping_embedding, dtypes=[torch.float16], **knobs)
     assert not report.passed, str(report)
@@ -316,7 +338,7 @@ def test_kernels_that_wrap_large_ids_are_caught() -> None:
 def test_max_norm_on_a_large_table_is_judged_by_row_digests(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    knobs: dict[str, Any] = {"vocab_sizes": V_CI, "dims": D_CI, "dtypes": [torch.float32]}
+    knobs: dict[str, Any] = {"vocab_sizes": V_CI, "embedding_dims": D_CI, "dtypes": [torch.float32]}
     knobs.update(options=("max_norm",), max_examples=3, seed=0, boundaries=False)
     report = ee.verify_embedding(F.embedding, **knobs)
     assert report.passed, str(report)
@@ -330,7 +352,7 @@ def test_max_norm_on_a_large_table_is_judged_by_row_digests(
 
     # Digests from 65 elements on: a small table takes the large table's path, cheaply.
     monkeypatch.setattr(expected_module, "COPY_MAX_ELEMENTS", 64)
-    knobs.update(vocab_sizes=40, dims=3, max_examples=20)
+    knobs.update(vocab_sizes=40, embedding_dims=3, max_examples=20)
     report = ee.verify_embedding(renorms_every_row, **knobs)
     assert not report.passed
     changed = r"^weight \(after max_norm\)\[\d+, :\] changed, but no id references row"

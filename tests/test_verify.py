@@ -43,7 +43,7 @@ def test_report_of_a_failing_candidate() -> None:
     assert "negative id" in report.failure
     assert report.counterexample is not None
     assert "from test_verify import _negative_ids_wrap as candidate" in report.counterexample
-    with pytest.raises(ee.VerificationError, match="Minimal counterexample"):
+    with pytest.raises(ee.EquivalenceError, match="Minimal counterexample"):
         report.raise_for_failure()
 
 

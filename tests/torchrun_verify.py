@@ -26,6 +26,6 @@ first_line = (report.failure or "").splitlines()[0] if report.failure else ""
 (out / f"rank{dist.get_rank()}.txt").write_text(
     f"rank {dist.get_rank()} of {dist.get_world_size()}: passed={report.passed} "
     f"examples={report.examples} (boundaries {report.boundary_examples}) "
-    f"world={report.extra['world_size']} failure={first_line}"
+    f"world={report.world_size} failure={first_line}"
 )
 dist.destroy_process_group()

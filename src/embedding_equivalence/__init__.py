@@ -15,9 +15,9 @@ Examples:
     torch.Size([2, 2, 4])
 """
 
+from ._check import EquivalenceError
 from ._sizes import large_table_sizes
 from ._verify import (
-    VerificationError,
     VerificationReport,
     verify_embedding,
     verify_embedding_bag,
@@ -37,11 +37,11 @@ from .forms.quantized import (
 from .forms.validation import OneHotTooLargeError
 
 __all__ = [
+    "EquivalenceError",
     "MatmulEmbedding",
     "OneHotTooLargeError",
     "QuantizedTable",
     "SCHEMES",
-    "VerificationError",
     "VerificationReport",
     "dequantize_rowwise",
     "embedding_to_linear",

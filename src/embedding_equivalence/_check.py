@@ -54,6 +54,9 @@ __all__ = [
 class EquivalenceError(AssertionError):
     """A candidate's output, gradient or side effect differs from the exact reference.
 
+    The one error of the package's checks: the ``testing`` assertions raise it, and so does
+    [`VerificationReport.raise_for_failure`][embedding_equivalence.VerificationReport.raise_for_failure].
+
     Attributes:
         worst: the largest ``|error| / bound`` seen (``inf`` for an exact check that failed).
         repro: a runnable Python snippet that reproduces the failure.
@@ -63,6 +66,9 @@ class EquivalenceError(AssertionError):
         super().__init__(message + (f"\n\nRepro:\n{repro}" if repro else ""))
         self.repro = repro
         self.worst = worst
+
+
+EquivalenceError.__module__ = "embedding_equivalence"  # its public home, in tracebacks too
 
 
 class AbortRun(BaseException):

@@ -79,7 +79,7 @@ class CompiledRunner:
         return outcome
 
     def summary(self) -> dict[str, Any]:
-        """The counts for the report's ``extra``."""
+        """The counts: the report's compiled_examples, eager_fallbacks, fallback_reasons."""
         return {
             "compiled_examples": self.compiled,
             "eager_fallbacks": self.fell_back,

@@ -31,6 +31,7 @@ from ._draw_tensors import (
     draw_weight,
     is_large_table,
 )
+from .forms.bag import bag_bounds
 from .forms.options import BAG_MODES, BAG_OPTIONS, option_applies
 
 __all__ = [
@@ -215,13 +216,26 @@ def _bag_inputs(
     return (end + trailing,), (*starts, end)
 
 
+@st.composite
+def _bags_of(
+    draw: st.DrawFn, n: int, max_bags: int, include_last_offset: bool
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """``n`` ids (the caller's ``num_ids``) as a 1-D input cut into 1 to ``max_bags`` bags.
+
+    The bags start at drawn offsets (equal ones make empty bags); shrinks toward one bag.
+    """
+    count = draw(st.integers(1, max_bags), label="bags")
+    ends = draw(st.lists(st.integers(0, n), min_size=count - 1, max_size=count - 1), label="cuts")
+    starts = (0, *sorted(ends))
+    return (n,), ((*starts, n) if include_last_offset else starts)
+
+
 def _ids_in_bags(
     shape: tuple[int, ...], offsets: tuple[int, ...] | None, include_last_offset: bool
 ) -> int:
     """How many ids lie in some bag (ids after the last offset lie in none)."""
-    if offsets is None:
-        return shape[0] * shape[1]
-    return offsets[-1] if include_last_offset else shape[0]
+    bounds = bag_bounds(shape, offsets, include_last_offset)
+    return bounds[-1][1] if bounds else 0
 
 
 def _one_id_at_least(
@@ -246,13 +260,7 @@ def _ids_sharing_a_bag(
     include_last_offset: bool,
 ) -> list[int]:
     """The ids that occur in a bag together with a different id, sorted."""
-    if offsets is None:
-        count, length = shape
-        bounds = [(b * length, (b + 1) * length) for b in range(count)]
-    else:
-        starts = list(offsets[:-1] if include_last_offset else offsets)
-        end = offsets[-1] if include_last_offset else len(values)
-        bounds = list(zip(starts, [*starts[1:], end] if starts else [], strict=True))
+    bounds = bag_bounds(shape, offsets, include_last_offset)
     found: set[int] = set()
     for lo, hi in bounds:
         bag = set(values[lo:hi])
@@ -278,10 +286,14 @@ def embedding_bag_case(
     ilo = option_drawn(draw, options, "include_last_offset", mode)
     # The matmul form builds a dense (B, V) bag-count matrix: keep it within the budget.
     b_cap = max(1, min(max_bags, ranges.max_elements // v))
-    shape, offsets = draw(_bag_inputs(b_cap, ranges.max_ids, ilo), label="input")
+    if ranges.num_ids is not None:  # the caller's own N, as a 1-D input in bags
+        n = draw(ranges.num_ids, label="N")
+        shape, offsets = draw(_bags_of(n, b_cap, ilo), label="input")
+    else:
+        shape, offsets = draw(_bag_inputs(b_cap, ranges.max_ids, ilo), label="input")
     if is_large_table(v, b.embedding_dim):
         shape, offsets = _one_id_at_least(shape, offsets, ilo)
-    ids = draw_ids(draw, looks, b, shape, ranges.max_ids)
+    ids = draw_ids(draw, looks, b, shape, max(ranges.max_ids, shape[0]))
     weight = draw_weight(draw, looks, b)
     mixed = _ids_sharing_a_bag(ids.values, shape, offsets, ilo)
     kwargs = draw_lookup_options(draw, options, v, ids.values, mixed, mode)

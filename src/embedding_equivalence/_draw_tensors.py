@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from ._cases import IDS_LAYOUTS, WEIGHT_LAYOUTS, IdsRecipe, WeightRecipe
+from .forms.validation import FLOAT_DTYPES, INDEX_DTYPES
 
 __all__ = [
     "DEFAULT_MAX_ELEMENTS",
@@ -37,6 +38,8 @@ __all__ = [
     "check_layouts",
     "check_options",
     "check_size",
+    "device_problem",
+    "float_dtypes",
     "draw_basics",
     "draw_ids",
     "draw_weight",
@@ -50,15 +53,6 @@ __all__ = [
 
 T = TypeVar("T")
 
-#: Float dtypes in shrinking order: float32 first.
-FLOAT_DTYPES: tuple[torch.dtype, ...] = (
-    torch.float32,
-    torch.float64,
-    torch.float16,
-    torch.bfloat16,
-)
-#: Index dtypes in shrinking order: int64 first.
-INDEX_DTYPES: tuple[torch.dtype, ...] = (torch.int64, torch.int32)
 #: Default budget per drawn tensor: keeps every example within a few MB.
 DEFAULT_MAX_ELEMENTS = 1 << 19
 #: Tables of at least this many elements are large: drawn in their own dtype (no float64
@@ -114,18 +108,65 @@ def check_size(name: str, value: object) -> None:
         raise InvalidArgument(f"{name}={value} must be at least 1")
 
 
+def device_problem(device: str | torch.device) -> str | None:
+    """What is wrong with a device, in words after its name, or ``None`` when it is present.
+
+    The one check of a device: the strategies, the verifiers and the CLI word their errors
+    around it (``device='cuda:7' is not available here ...``).
+    """
+    try:
+        kind = torch.device(device).type
+    except (RuntimeError, TypeError):
+        return "is not a device name (e.g. cpu, cuda, cuda:1)"
+    if kind not in available_devices():
+        return f"is not available here (available: {', '.join(available_devices())})"
+    return None
+
+
 def check_device(device: object) -> None:
     """Refuse a device string that is malformed or absent here (strategies are drawn later)."""
     if not isinstance(device, str) or device == "meta":
         return
-    try:
-        kind = torch.device(device).type
-    except (RuntimeError, TypeError) as e:
-        raise InvalidArgument(f"device={device!r} is not a device: {e}") from None
-    if kind not in available_devices():
+    problem = device_problem(device)
+    if problem is not None:
+        raise InvalidArgument(f"device={device!r} {problem}")
+
+
+def float_dtypes(value: object, name: str) -> tuple[torch.dtype, ...]:
+    """A sequence of floating dtypes, each a ``torch.dtype`` or its name (``"float32"``).
+
+    The one reader of a ``dtypes`` argument: the verifiers take both forms, as the CLI's
+    ``--dtypes`` takes names.
+
+    Args:
+        value: the argument.
+        name: how the caller names it in messages (``"dtypes"`` or ``"--dtypes"``).
+
+    Raises:
+        InvalidArgument: a single dtype instead of a sequence, an unknown name, or a dtype
+            that is not floating; the message names the value and the right call.
+    """
+    names = {str(d).removeprefix("torch."): d for d in FLOAT_DTYPES}
+    if isinstance(value, torch.dtype | str):
         raise InvalidArgument(
-            f"device={device!r} is not available here; available: {available_devices()}"
+            f"{name}={value!r} must be a sequence of dtypes, e.g. {name}=[{value!r}]"
         )
+    try:
+        items = list(value)  # type: ignore[call-overload]
+    except TypeError:
+        raise InvalidArgument(f"{name}={value!r} must be a sequence of dtypes") from None
+    found: list[torch.dtype] = []
+    for item in items:
+        if isinstance(item, str) and item not in names:
+            raise InvalidArgument(f"{name}: unknown dtype {item!r}; choose from {', '.join(names)}")
+        dtype = names.get(item) if isinstance(item, str) else item
+        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+            raise InvalidArgument(
+                f"{name} contains {item!r}, which is not a floating dtype; choose from "
+                f"{', '.join(names)} (as torch dtypes or by name)"
+            )
+        found.append(dtype)
+    return tuple(found)
 
 
 def check_float_dtype(dtype: object) -> None:

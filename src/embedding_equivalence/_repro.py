@@ -55,6 +55,30 @@ def _short_name(fn: Callable[..., Any]) -> str:
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
 
 
+def import_reference(reference: str) -> Any:
+    """The object that ``"module:qualname"`` names (``qualname`` may be dotted).
+
+    The one reader of such references: the CLI's ``--candidate``, the sharded verifier's
+    string candidates and its ranks, and the check that a candidate is importable by name.
+
+    Raises:
+        ValueError: a reference not of the form ``module:qualname``, a module that cannot be
+            imported, or a name the module does not have; the message says which.
+    """
+    module, sep, qualname = reference.partition(":")
+    if not sep or not module or not qualname:
+        raise ValueError("expected MODULE:FUNCTION, e.g. mypkg.kernels:embed")
+    try:
+        obj: Any = importlib.import_module(module)
+    except ImportError as exc:
+        raise ValueError(f"cannot import module {module!r} ({exc})") from None
+    for part in qualname.split("."):
+        if not hasattr(obj, part):
+            raise ValueError(f"module {module!r} has no {qualname!r}")
+        obj = getattr(obj, part)
+    return obj
+
+
 def why_not_importable(fn: Callable[..., Any]) -> str | None:
     """``None`` if ``from module import qualname`` gives ``fn`` itself, else the reason."""
     module = getattr(fn, "__module__", None)
@@ -66,9 +90,7 @@ def why_not_importable(fn: Callable[..., Any]) -> str | None:
     if "<lambda>" in qualname or "<locals>" in qualname:
         return f"{module}.{qualname} is a lambda or is defined inside a function"
     try:
-        obj: Any = importlib.import_module(module)
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
+        obj = import_reference(f"{module}:{qualname}")
     except Exception:  # any import-time error means: not importable by that name
         return f"{module}.{qualname} cannot be imported"
     if obj is not fn:

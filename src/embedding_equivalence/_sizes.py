@@ -1,4 +1,4 @@
-"""The verifiers' size knobs: ``vocab_sizes=``, ``dims=`` and ``num_ids=``.
+"""The verifiers' size knobs: ``vocab_sizes=``, ``embedding_dims=`` and ``num_ids=``.
 
 Each knob is ``None`` (the strategies' defaults: many small tables and the sizes of real
 tokenizers, within a budget of a few MB an example), an int, an inclusive ``(min, max)`` range,
@@ -63,7 +63,7 @@ def large_table_sizes(
         scheme: for ``kind="quantized"``, the scheme's name.
 
     Returns:
-        ``(V, D)``, for ``vocab_sizes=V, dims=D``.
+        ``(V, D)``, for ``vocab_sizes=V, embedding_dims=D``.
 
     Raises:
         InvalidArgument: an unknown kind or scheme, or a dtype that is not floating.
@@ -171,7 +171,7 @@ def case_sizes(
     fn: str,
     *,
     vocab_sizes: SizeSpec,
-    dims: SizeSpec,
+    embedding_dims: SizeSpec,
     num_ids: SizeSpec = None,
     dtypes: Sequence[torch.dtype],
     devices: Sequence[str],
@@ -183,8 +183,8 @@ def case_sizes(
         fn: the verifier's name, for the messages (and the kind of call: ``"quantized"`` or
             ``"bag"`` when it names one).
         vocab_sizes: the ``V`` knob.
-        dims: the ``D`` knob.
-        num_ids: the ``N`` knob (``None`` for the bag verifier, which draws its own bags).
+        embedding_dims: the ``D`` knob.
+        num_ids: the ``N`` knob.
         dtypes: the dtypes the run draws.
         devices: the devices the run draws.
         kind: the kind of call, from [`KINDS`][] (default: read from ``fn``), which
@@ -192,8 +192,9 @@ def case_sizes(
 
     Returns:
         ``vocab_size``, ``embedding_dim``, ``num_ids`` and ``max_elements`` for
-        [`embedding_cases`][embedding_equivalence.strategies.embedding_cases] (the bag strategy
-        takes all but ``num_ids``); empty when every knob is ``None``.
+        [`embedding_cases`][embedding_equivalence.strategies.embedding_cases] and
+        [`embedding_bag_cases`][embedding_equivalence.strategies.embedding_bag_cases]; empty when
+        every knob is ``None``.
 
     Raises:
         InvalidArgument: a malformed knob, or a largest example that would not fit in memory.
@@ -202,7 +203,9 @@ def case_sizes(
         "vocab_sizes", vocab_sizes, lambda lo, hi: ees.vocab_sizes(min_value=lo, max_value=hi)
     )
     dim, d_max = _resolve(
-        "dims", dims, lambda lo, hi: ees.embedding_dims(min_value=lo, max_value=hi)
+        "embedding_dims",
+        embedding_dims,
+        lambda lo, hi: ees.embedding_dims(min_value=lo, max_value=hi),
     )
     ids, n_max = _resolve("num_ids", num_ids, lambda lo, hi: st.integers(lo, hi))
     if vocab is None and dim is None and ids is None:
@@ -235,6 +238,7 @@ def case_sizes(
                 raise InvalidArgument(
                     f"{fn}: the largest example (V={known_v}, D={known_d}, N={n}, {dtype}) "
                     f"needs about {format_bytes(need)} on {where}, more than the "
-                    f"{format_bytes(have)} available there; lower vocab_sizes, dims or num_ids"
+                    f"{format_bytes(have)} available there; lower vocab_sizes, embedding_dims "
+                    f"or num_ids"
                 )
     return sizes

@@ -36,6 +36,7 @@ import torch.nn.functional as F
 
 from ._cases import EmbeddingBagCase, EmbeddingCase
 from ._check import EquivalenceError, OracleFactory, check_case, preserved_global_state
+from .forms.bag import bag_bounds
 from .oracle import BagOracle, EmbeddingOracle
 from .oracle.embedding import referenced_rows
 
@@ -107,16 +108,8 @@ def _padding(case: Case) -> int | None:
 def _bags(case: EmbeddingBagCase) -> list[list[int]]:
     """The ids of each bag, ``padding_idx`` left out (ids after the last offset in none)."""
     values = list(case.ids.values)
-    if len(case.ids.shape) == 2:
-        count, length = case.ids.shape
-        bounds = [(b * length, (b + 1) * length) for b in range(count)]
-    elif case.offsets is None:
-        bounds = []
-    else:
-        last = bool(case.kwargs.get("include_last_offset", False))
-        starts = list(case.offsets[:-1] if last else case.offsets)
-        end = case.offsets[-1] if last and case.offsets else len(values)
-        bounds = list(zip(starts, [*starts[1:], end], strict=True)) if starts else []
+    last = bool(case.kwargs.get("include_last_offset", False))
+    bounds = bag_bounds(case.ids.shape, case.offsets, last)
     padding = _padding(case)
     return [[i for i in values[lo:hi] if i != padding] for lo, hi in bounds]
 

@@ -22,6 +22,7 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.errors import Flaky, InvalidArgument
 
+from . import _draw_tensors as _tensors
 from . import strategies as ees
 from ._boundaries import Boundary, bag_boundaries, embedding_boundaries, quantized_boundaries
 from ._boundary_phase import run_boundaries
@@ -50,19 +51,17 @@ from .oracle import BagOracle, EmbeddingOracle
 from .oracle.quantized import QuantizedOracle
 
 __all__ = [
-    "VerificationError",
     "VerificationReport",
     "check_budget",
+    "merge_reports",
+    "option_names",
+    "resolve_dtypes_devices",
     "run_verification",
     "verify_embedding",
     "verify_embedding_bag",
     "verify_quantized_embedding",
     "with_invalid",
 ]
-
-
-class VerificationError(AssertionError):
-    """Raised by `VerificationReport.raise_for_failure`; the message holds the repro."""
 
 
 @dataclass
@@ -86,9 +85,22 @@ class VerificationReport:
         boundary: for a failure in the boundary phase, which boundary it crossed (e.g.
             ``"fails from N = 769; passes at 768"``); ``None`` otherwise.
         boundary_examples: how many boundary examples ran (0 with ``boundaries=False``).
-        extra: further facts about the run: ``verify_embedding_bag``'s ``modes``; for a
-            ``torch.compile``d candidate ``compiled_examples``, ``eager_fallbacks`` and
-            ``fallback_reasons`` (examples during which dynamo gave up on a frame, by reason).
+        torch_defect: for a failure that torch's own function fails too and that the
+            package's defect table names, the defect's id (see
+            "How to read a counterexample" on the Verify page); ``None`` otherwise.
+        modes: [`verify_embedding_bag`][]'s modes, in the order they ran; ``()`` otherwise.
+        scheme: [`verify_quantized_embedding`][]'s scheme (e.g. ``"int8 (symmetric)"``);
+            ``None`` otherwise.
+        compiled_examples: for a ``torch.compile``d candidate, the examples that ran
+            compiled; ``None`` for any other candidate.
+        eager_fallbacks: for a compiled candidate, the examples during which dynamo gave up
+            on a frame (a graph break, an error while tracing, a limit) and ran eagerly.
+        fallback_reasons: those examples counted by dynamo's reason.
+        sharding: for a sharded run, ``"vocab"`` or ``"dim"``; ``None`` otherwise.
+        world_size: for a sharded run, the number of ranks.
+        group_starts: for a sharded run, how often the process group was started (a
+            failure that leaves ranks waiting in a collective needs a restart).
+        startup_seconds: for a sharded run, the seconds each start of the group took.
     """
 
     candidate: str
@@ -104,7 +116,16 @@ class VerificationReport:
     devices: tuple[str, ...] = ()
     boundary: str | None = None
     boundary_examples: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
+    torch_defect: str | None = None
+    modes: tuple[str, ...] = ()
+    scheme: str | None = None
+    compiled_examples: int | None = None
+    eager_fallbacks: int = 0
+    fallback_reasons: dict[str, int] = field(default_factory=dict)
+    sharding: str | None = None
+    world_size: int | None = None
+    group_starts: int = 0
+    startup_seconds: tuple[float, ...] = ()
 
     @property
     def examples_per_second(self) -> float:
@@ -112,26 +133,28 @@ class VerificationReport:
         return self.examples / self.elapsed if self.elapsed > 0 else math.inf
 
     def raise_for_failure(self) -> None:
-        """Raise [`VerificationError`][] with the failure and the repro if the run failed.
+        """Raise [`EquivalenceError`][embedding_equivalence.EquivalenceError] if the run failed.
+
+        The message holds the failure and the minimal counterexample.
 
         Raises:
-            VerificationError: the candidate failed.
+            EquivalenceError: the candidate failed.
         """
         __tracebackhide__ = True
         if not self.passed:
-            raise VerificationError(str(self))
+            raise EquivalenceError(str(self))
 
     def _compiled_text(self) -> str:
         """For a compiled candidate: how many examples ran compiled, and why others did not."""
-        if "compiled_examples" not in self.extra:
+        if self.compiled_examples is None:
             return ""
         text = (
-            f"; compiled: {self.extra['compiled_examples']} examples ran compiled, "
-            f"{self.extra['eager_fallbacks']} fell back to eager"
+            f"; compiled: {self.compiled_examples} examples ran compiled, "
+            f"{self.eager_fallbacks} fell back to eager"
         )
-        reasons = self.extra.get("fallback_reasons") or {}
-        if reasons:
-            text += " (" + "; ".join(f"{n}x {r}" for r, n in reasons.items()) + ")"
+        if self.fallback_reasons:
+            reasons = self.fallback_reasons.items()
+            text += " (" + "; ".join(f"{n}x {r}" for r, n in reasons) + ")"
         return text
 
     def __str__(self) -> str:
@@ -146,33 +169,50 @@ class VerificationReport:
         )
         head += self._compiled_text()
         if self.passed:
-            what = "gradient error" if self.extra.get("scheme") is None else "error"
+            what = "gradient error" if self.scheme is None else "error"
             return head + f"; worst {what} {self.worst_error:.3g} of the bound"
         crossed = f"\nBoundary example: {self.boundary}" if self.boundary else ""
         return f"{head}{crossed}\n{self.failure}\n\nMinimal counterexample:\n{self.counterexample}"
 
 
-def _resolve(
-    dtypes: Sequence[torch.dtype] | None, devices: Sequence[str | torch.device] | None
+def resolve_dtypes_devices(
+    dtypes: Sequence[torch.dtype | str] | None, devices: Sequence[str | torch.device] | None
 ) -> tuple[tuple[torch.dtype, ...], tuple[str, ...]]:
-    devs = (
-        tuple(str(torch.device(d)) for d in devices) if devices else tuple(ees.available_devices())
-    )
+    """Check a verifier's ``dtypes`` and ``devices``; ``None`` resolved to what is present.
+
+    Raises:
+        InvalidArgument: a single device or dtype where a sequence belongs, a device that is
+            not present, or a dtype that is not floating (dtypes may be given by name).
+    """
+    if isinstance(devices, str | torch.device):
+        raise InvalidArgument(
+            f"devices={devices!r} must be a sequence of devices, e.g. devices=[{str(devices)!r}]"
+        )
+    devs = tuple(str(d) for d in devices) if devices else tuple(ees.available_devices())
     for d in devs:
-        if torch.device(d).type not in ees.available_devices():
-            raise InvalidArgument(
-                f"devices contains {d!r}, which is not available here; available: "
-                f"{ees.available_devices()}"
-            )
-    if dtypes is None:
-        dts: list[torch.dtype] = []
-        for d in devs:
-            dts += [x for x in ees.supported_float_dtypes(d) if x not in dts]
-        return tuple(dts), devs
-    for dt in dtypes:
-        if not isinstance(dt, torch.dtype) or not dt.is_floating_point:
-            raise InvalidArgument(f"dtypes contains {dt!r}, which is not a floating torch.dtype")
-    return tuple(dtypes), devs
+        problem = _tensors.device_problem(d)
+        if problem is not None:
+            raise InvalidArgument(f"devices contains {d!r}, which {problem}")
+    devs = tuple(str(torch.device(d)) for d in devs)
+    if dtypes is not None:
+        return _tensors.float_dtypes(dtypes, "dtypes"), devs
+    dts: list[torch.dtype] = []
+    for d in devs:
+        dts += [x for x in ees.supported_float_dtypes(d) if x not in dts]
+    return tuple(dts), devs
+
+
+def option_names(options: Sequence[str]) -> tuple[str, ...]:
+    """A verifier's ``options`` as a tuple; a bare string is refused, not split into letters.
+
+    Raises:
+        InvalidArgument: ``options`` is a string.
+    """
+    if isinstance(options, str):
+        raise InvalidArgument(
+            f"options={options!r} must be a sequence of names, e.g. options=[{options!r}]"
+        )
+    return tuple(options)
 
 
 def check_budget(candidate: object, max_examples: object) -> None:
@@ -355,7 +395,8 @@ def run_verification(
                 state["last"] = (state["current"], exc)
     elapsed = time.perf_counter() - start
     counterexample = failure = None
-    extra: dict[str, Any] = compiled.summary() if compiled is not None else {}
+    counts = compiled.summary() if compiled is not None else {}
+    defect_id: str | None = None
     if not passed and state["last"] is not None:
         case, exc = state["last"]
         failure = str(exc).split("\n\nRepro:\n")[0]
@@ -376,7 +417,7 @@ def run_verification(
             defect = torch_defect_behind(case, backward)
             if defect is not None:
                 failure += "\n\n" + describe_defect(defect)
-                extra["torch_defect"] = defect.id
+                defect_id = defect.id
     return VerificationReport(
         candidate=candidate_name(candidate),
         passed=passed,
@@ -391,7 +432,8 @@ def run_verification(
         devices=devices,
         boundary=crossed,
         boundary_examples=state["boundary_examples"],
-        extra=extra,
+        torch_defect=defect_id,
+        **counts,
     )
 
 
@@ -411,7 +453,7 @@ def verify_embedding(
     backward: bool = True,
     seed: int | None = None,
     vocab_sizes: SizeSpec = None,
-    dims: SizeSpec = None,
+    embedding_dims: SizeSpec = None,
     num_ids: SizeSpec = None,
     transforms: Sequence[str] = (),
     boundaries: bool = True,
@@ -444,7 +486,7 @@ def verify_embedding(
         seed: fix the run (the report's ``seed`` replays a random run).
         vocab_sizes: ``V``: an int, an inclusive ``(min, max)`` range or a strategy; default
             1 to 262,144 within a small element budget.
-        dims: ``D``, likewise; default up to 64 within that budget.
+        embedding_dims: ``D``, likewise; default up to 64 within that budget.
         num_ids: ``N``, the length of a 1-D input, likewise; default ids of up to three
             dims. With ints and ranges the largest example's memory is checked first.
         transforms: also check forward-mode AD and/or ``torch.func.vmap``, from
@@ -472,11 +514,11 @@ def verify_embedding(
         False
     """
     check_budget(candidate, max_examples)
-    opts = tuple(options)
-    dts, devs = _resolve(dtypes, devices)
+    opts = option_names(options)
+    dts, devs = resolve_dtypes_devices(dtypes, devices)
     sizes = case_sizes(
-        "verify_embedding", vocab_sizes=vocab_sizes, dims=dims, num_ids=num_ids, dtypes=dts,
-        devices=devs,
+        "verify_embedding", vocab_sizes=vocab_sizes, embedding_dims=embedding_dims,
+        num_ids=num_ids, dtypes=dts, devices=devs,
     )  # fmt: skip
     valid = ees.embedding_cases(
         options=opts, dtype=st.sampled_from(dts), device=st.sampled_from(devs), **sizes
@@ -504,7 +546,8 @@ def verify_embedding_bag(
     backward: bool = True,
     seed: int | None = None,
     vocab_sizes: SizeSpec = None,
-    dims: SizeSpec = None,
+    embedding_dims: SizeSpec = None,
+    num_ids: SizeSpec = None,
     transforms: Sequence[str] = (),
     boundaries: bool = True,
 ) -> VerificationReport:
@@ -549,7 +592,9 @@ def verify_embedding_bag(
         seed: fix the run (the report's ``seed`` replays a random run).
         vocab_sizes: ``V``: an int, an inclusive ``(min, max)`` range or a strategy (as for
             [`verify_embedding`][]).
-        dims: ``D``, likewise.
+        embedding_dims: ``D``, likewise.
+        num_ids: ``N``, the length of a 1-D input cut into bags at drawn offsets (empty
+            bags included), likewise; default inputs of up to 64 ids, 1-D or 2-D.
         transforms: also check ``("jvp", "vmap")`` as [`verify_embedding`][] does (``jvp``
             not for ``mode="max"``, whose tangent follows the primal's arg-max).
         boundaries: first run the fixed boundary examples of bags (empty bags first and
@@ -558,7 +603,7 @@ def verify_embedding_bag(
             combination of the options with each mode), the same under every seed.
 
     Returns:
-        A [`VerificationReport`][] (``extra["modes"]`` names the modes); call
+        A [`VerificationReport`][] (``modes`` names the modes); call
         ``.raise_for_failure()`` to turn a failure into an exception.
 
     Raises:
@@ -573,14 +618,15 @@ def verify_embedding_bag(
         True
     """
     check_budget(candidate, max_examples)
-    opts = tuple(options)
+    opts = option_names(options)
     mds = tuple(modes) if not isinstance(modes, str) else modes
-    dts, devs = _resolve(dtypes, devices)
+    dts, devs = resolve_dtypes_devices(dtypes, devices)
     ees.embedding_bag_cases(modes=mds, options=opts)  # refuses bad modes and options early
     transforms = check_transforms_argument(transforms)
     sizes = case_sizes(
-        "verify_embedding_bag", vocab_sizes=vocab_sizes, dims=dims, dtypes=dts, devices=devs
-    )
+        "verify_embedding_bag", vocab_sizes=vocab_sizes, embedding_dims=embedding_dims,
+        num_ids=num_ids, dtypes=dts, devices=devs,
+    )  # fmt: skip
     run_seed = seed if seed is not None else random.SystemRandom().randrange(2**32)
     invalid: st.SearchStrategy[EmbeddingBagCase] | None = _on_cpu(devs, lambda: (
         ees.embedding_bag_cases(
@@ -612,7 +658,28 @@ def verify_embedding_bag(
         reports.append(report)
         if not report.passed:
             break
+    return dataclasses.replace(merge_reports(reports), modes=mds)
+
+
+def merge_reports(reports: Sequence[VerificationReport]) -> VerificationReport:
+    """One report of runs made one after another (per mode, per device).
+
+    The runs stopped at the first failure: the counts are summed, the worst error is the
+    largest, the devices are those of every run, and the verdict, failure and counterexample
+    are the last run's.
+
+    Args:
+        reports: the runs' reports, in the order they ran (at least one).
+
+    Returns:
+        The merged report.
+    """
     last = reports[-1]  # the failing run, if any: its counterexample and failure
+    reasons: dict[str, int] = {}
+    for r in reports:
+        for reason, n in r.fallback_reasons.items():
+            reasons[reason] = reasons.get(reason, 0) + n
+    compiled = [r.compiled_examples for r in reports if r.compiled_examples is not None]
     return dataclasses.replace(
         last,
         passed=all(r.passed for r in reports),
@@ -620,23 +687,13 @@ def verify_embedding_bag(
         boundary_examples=sum(r.boundary_examples for r in reports),
         worst_error=max(r.worst_error for r in reports),
         elapsed=sum(r.elapsed for r in reports),
-        extra={**last.extra, "modes": mds, **_merged_compiled_counts(reports)},
+        devices=tuple(dict.fromkeys(d for r in reports for d in r.devices)),
+        compiled_examples=sum(compiled) if compiled else None,
+        eager_fallbacks=sum(r.eager_fallbacks for r in reports),
+        fallback_reasons=reasons,
+        group_starts=sum(r.group_starts for r in reports),
+        startup_seconds=tuple(s for r in reports for s in r.startup_seconds),
     )
-
-
-def _merged_compiled_counts(reports: list[VerificationReport]) -> dict[str, Any]:
-    """The compiled-example counts of per-mode reports, summed (empty when not compiled)."""
-    if "compiled_examples" not in reports[0].extra:
-        return {}
-    reasons: dict[str, int] = {}
-    for r in reports:
-        for reason, n in r.extra["fallback_reasons"].items():
-            reasons[reason] = reasons.get(reason, 0) + n
-    return {
-        "compiled_examples": sum(r.extra["compiled_examples"] for r in reports),
-        "eager_fallbacks": sum(r.extra["eager_fallbacks"] for r in reports),
-        "fallback_reasons": reasons,
-    }
 
 
 def verify_quantized_embedding(
@@ -649,7 +706,7 @@ def verify_quantized_embedding(
     max_examples: int = 100,
     seed: int | None = None,
     vocab_sizes: SizeSpec = None,
-    dims: SizeSpec = None,
+    embedding_dims: SizeSpec = None,
     num_ids: SizeSpec = None,
     boundaries: bool = True,
 ) -> VerificationReport:
@@ -678,14 +735,14 @@ def verify_quantized_embedding(
         max_examples: number of examples Hypothesis generates.
         seed: fix the run (the report's ``seed`` replays a random run).
         vocab_sizes: ``V``: an int, an inclusive ``(min, max)`` range or a strategy.
-        dims: ``D``, likewise (odd values are made even for ``"uint4"``).
+        embedding_dims: ``D``, likewise (odd values are made even for ``"uint4"``).
         num_ids: ``N``, the length of a 1-D input, likewise.
         boundaries: first run the fixed boundary examples (edge shapes and layouts, bad ids
             at their edges, ``N``, ``D`` and ``V`` at powers of two and their neighbours),
             the same under every seed.
 
     Returns:
-        A [`VerificationReport`][]; ``extra`` records the scheme.
+        A [`VerificationReport`][]; ``scheme`` records the scheme.
 
     Raises:
         InvalidArgument: an unknown scheme, ``symmetric`` with a scheme other than
@@ -706,12 +763,12 @@ def verify_quantized_embedding(
     except ValueError as exc:
         raise InvalidArgument(str(exc)) from None
     default = dtypes is None
-    dts, devs = _resolve(dtypes, devices)
+    dts, devs = resolve_dtypes_devices(dtypes, devices)
     if default:
         dts = tuple(d for d in ees.QUANTIZED_SCALE_DTYPES if d in dts)
     sizes = case_sizes(
-        "verify_quantized_embedding", vocab_sizes=vocab_sizes, dims=dims, num_ids=num_ids,
-        dtypes=dts, devices=devs,
+        "verify_quantized_embedding", vocab_sizes=vocab_sizes, embedding_dims=embedding_dims,
+        num_ids=num_ids, dtypes=dts, devices=devs,
     )  # fmt: skip
 
     def cases(device: Any, invalid: bool) -> st.SearchStrategy[Any]:
@@ -727,5 +784,4 @@ def verify_quantized_embedding(
         devices=devs, max_examples=max_examples, seed=seed,
         boundaries=quantized_boundaries(scheme, symmetric, dts, devs) if boundaries else (),
     )  # fmt: skip
-    report.extra["scheme"] = scheme + (" (symmetric)" if symmetric else "")
-    return report
+    return dataclasses.replace(report, scheme=scheme + (" (symmetric)" if symmetric else ""))

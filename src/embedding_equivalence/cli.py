@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import importlib
+import inspect
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -31,6 +31,7 @@ from typing import Any, NoReturn, TextIO
 import torch
 from hypothesis.errors import InvalidArgument
 
+from . import __version__
 from ._console import (
     Progress,
     Table,
@@ -45,18 +46,17 @@ from ._console import (
     write_json,
     write_title,
 )
+from ._draw_tensors import device_problem, float_dtypes
+from ._repro import import_reference
 from ._usage import UsageError, int_at_least
 from .forms.options import BAG_OPTIONS, EMBEDDING_OPTIONS
 from .forms.registry import forms
+from .forms.validation import FLOAT_DTYPES
 
 __all__ = ["UsageError", "main"]
 
-_DTYPES = {
-    "float32": torch.float32,
-    "float64": torch.float64,
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-}
+#: ``--dtypes`` names: the package's floating dtypes (one list, in ``forms.validation``).
+_DTYPES = {str(d).removeprefix("torch."): d for d in FLOAT_DTYPES}
 #: Examples per row of the default ``verify`` table (implementation x options x device x dtype).
 DEFAULT_CLI_EXAMPLES = 25
 #: Random examples of a row that runs the boundary phase for several dtypes (the verifiers
@@ -154,25 +154,13 @@ def _working_directory_importable() -> Iterator[None]:
 
 
 def _load_candidate(spec: str) -> Callable[..., Any]:
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise UsageError(
-            f"--candidate {spec!r}: expected MODULE:FUNCTION, e.g. mypkg.kernels:embed"
-        )
     with _working_directory_importable():
         try:
-            module = importlib.import_module(module_name)
-        except ImportError as exc:
-            raise UsageError(
-                f"--candidate {spec!r}: cannot import module {module_name!r} ({exc})"
-            ) from None
-    fn: Any = module
-    for part in attr.split("."):
-        if not hasattr(fn, part):
-            raise UsageError(f"--candidate {spec!r}: module {module_name!r} has no {attr!r}")
-        fn = getattr(fn, part)
+            fn = import_reference(spec)
+        except ValueError as exc:
+            raise UsageError(f"--candidate {spec!r}: {exc}") from None
     if not callable(fn):
-        raise UsageError(f"--candidate {spec!r}: {attr!r} is not callable")
+        raise UsageError(f"--candidate {spec!r}: {spec.partition(':')[2]!r} is not callable")
     return fn
 
 
@@ -182,9 +170,11 @@ def _size(value: str) -> int | tuple[int, int]:
     try:
         bounds = (int(lo), int(hi)) if sep else (int(lo), int(lo))
     except ValueError:
-        raise UsageError(f"{value!r} is not N or LO:HI, e.g. 50257 or 1000:4000") from None
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not N or LO:HI, e.g. 50257 or 1000:4000"
+        ) from None
     if not 1 <= bounds[0] <= bounds[1]:
-        raise UsageError(f"{value!r} must satisfy 1 <= LO <= HI")
+        raise argparse.ArgumentTypeError(f"{value!r} must satisfy 1 <= LO <= HI")
     return bounds if sep else bounds[0]
 
 
@@ -202,30 +192,24 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     only = _only(args)
     try:
-        dtypes = [_DTYPES[d] for d in args.dtypes] if args.dtypes else None
-    except KeyError as exc:
-        raise UsageError(
-            f"--dtypes: unknown dtype {exc.args[0]!r}; choose from {', '.join(_DTYPES)}"
-        ) from None
+        dtypes = list(float_dtypes(args.dtypes, "--dtypes")) if args.dtypes else None
+    except InvalidArgument as exc:
+        raise UsageError(str(exc)) from None
+    if args.sharding is None and args.world_size is not None:
+        raise UsageError("--world-size goes with --sharding (the ranks of a sharded table)")
+    if args.json not in (None, "-"):
+        _check_writable(args.json)
     devices = args.devices or ees.available_devices()
     for d in devices:
-        try:
-            kind = torch.device(d).type
-        except RuntimeError:
-            raise UsageError(f"--devices: {d!r} is not a device name") from None
-        if kind not in ees.available_devices():
-            raise UsageError(
-                f"--devices: {d!r} is not available here (available: "
-                f"{', '.join(ees.available_devices())})"
-            )
+        problem = device_problem(d)
+        if problem is not None:
+            raise UsageError(f"--devices: {d!r} {problem}")
     if args.sharding is not None:
         return _verify_sharded(args, dtypes, devices, only, out, err)
     if args.scheme is None and args.symmetric:
         raise UsageError("--symmetric goes with --scheme int8")
     if args.scheme is not None:
         _check_quantized_args(args)
-    if args.bag and args.num_ids is not None:
-        raise UsageError("--num-ids: the bag verifier draws its own bags; drop --num-ids")
     allowed = BAG_OPTIONS if args.bag else EMBEDDING_OPTIONS
     if args.options is not None and (only is None or args.candidate):  # else: _only_job
         unknown = [o for o in args.options if o not in allowed]
@@ -236,6 +220,7 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     if args.candidate:
         fn = _load_candidate(args.candidate)
+        _check_signature(fn, args)
         targets = [_Target(args.candidate, fn, tuple(args.options or ()), args.bag)]
         option_sets = {args.candidate: [tuple(args.options or ())]}
     elif args.scheme is not None:
@@ -273,9 +258,11 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 f"{job.target.name} [{','.join(job.options) or '-'}] {job.device}-{dtype_text}"
             )
             cell = cell_name(job.target.name, job.options, job.device, dtype_text)
-            sizes: dict[str, Any] = {"vocab_sizes": args.vocab_sizes, "dims": args.dims}
-            if not job.target.bag:
-                sizes["num_ids"] = args.num_ids
+            sizes: dict[str, Any] = {
+                "vocab_sizes": args.vocab_sizes,
+                "embedding_dims": args.embedding_dims,
+            }
+            sizes["num_ids"] = args.num_ids
             if args.scheme is not None:  # a quantized table: no options, forward only
                 verify: Callable[..., ee.VerificationReport] = functools.partial(
                     ee.verify_quantized_embedding, scheme=args.scheme, symmetric=args.symmetric
@@ -424,7 +411,8 @@ def _replay_flags(args: argparse.Namespace) -> list[str]:
     for flag, value in (("--candidate", args.candidate), ("--scheme", args.scheme)):
         if value is not None:
             flags += [flag, value]
-    for flag, value in (("--vocab-sizes", args.vocab_sizes), ("--dims", args.dims)):
+    knobs = (("--vocab-sizes", args.vocab_sizes), ("--embedding-dims", args.embedding_dims))
+    for flag, value in knobs:
         if value is not None:
             flags += [flag, _size_text(value)]
     if args.num_ids is not None:
@@ -456,6 +444,56 @@ def _check_quantized_args(args: argparse.Namespace) -> None:
             raise UsageError(f"--scheme: a quantized lookup takes no {flag}; drop {flag}")
 
 
+def _check_writable(path: str) -> None:
+    """Refuse a ``--json`` path that cannot be written, before the run rather than after it."""
+    if os.path.isdir(path):
+        raise UsageError(f"--json {path!r} is a directory; give a file name, e.g. {path}/out.json")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise UsageError(f"--json {path!r}: the folder {folder!r} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise UsageError(f"--json {path!r}: the folder {folder!r} is not writable")
+
+
+#: Per kind of verification: the signature a ``--candidate`` needs, in words, its
+#: positional arguments, the keywords every call passes, and the flag that chose the kind.
+_CALLS: dict[str, tuple[str, int, dict[str, Any], str]] = {
+    "embedding": ("F.embedding's (input, weight, **options)", 2, {}, ""),
+    "bag": (
+        "F.embedding_bag's (input, weight, offsets, mode=..., **options)",
+        3,
+        {"mode": 0},
+        "--bag",
+    ),
+    "quantized": ("(input, qweight, scale, zero_point)", 4, {}, "--scheme"),
+}
+
+
+def _check_signature(fn: Callable[..., Any], args: argparse.Namespace) -> None:
+    """Refuse a candidate that cannot take the calls this verification makes.
+
+    A kernel of another kind (an embedding kernel with ``--bag`` or ``--scheme``) is a usage
+    mistake, not a finding: it is told before the run, naming the flag.
+    """
+    kind = "quantized" if args.scheme else "bag" if args.bag else "embedding"
+    call, positional, keywords, flag = _CALLS[kind]
+    options = {o: 0 for o in args.options or ()}
+    if "max_norm" in options:
+        options["norm_type"] = 0
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin without a signature: the run will tell
+        return
+    try:
+        signature.bind(*range(positional), **keywords, **options)
+    except TypeError as exc:
+        hint = f", or drop {flag}" if flag else ""
+        raise UsageError(
+            f"--candidate {args.candidate!r} cannot be called as {call} ({exc}); pass a kernel "
+            f"with that signature{hint}"
+        ) from None
+
+
 def _verify_sharded(
     args: argparse.Namespace,
     dtypes: list[torch.dtype] | None,
@@ -473,11 +511,15 @@ def _verify_sharded(
     candidate = (args.candidate, _load_candidate(args.candidate)) if args.candidate else None
     with _working_directory_importable():  # the workers import the candidate by name too
         return run_sharded_verify(
-            sharding=args.sharding, world_size=args.world_size, candidate=candidate,
+            sharding=args.sharding, world_size=args.world_size or 2, candidate=candidate,
             options=args.options, dtypes=dtypes, device=devices[0],
             max_examples=args.max_examples, backward=not args.forward_only, seed=args.seed,
             json_path=args.json, out=out, err=err, boundaries=not args.no_boundaries,
             only=None if only is None else only[0],
+            sizes={
+                "vocab_sizes": args.vocab_sizes, "embedding_dims": args.embedding_dims,
+                "num_ids": args.num_ids,
+            },
             replay_flags=[
                 *_replay_flags(args), *_budget_flags(args.max_examples, not args.no_boundaries)
             ],
@@ -530,6 +572,11 @@ def _build_parser() -> _Parser:
         description="An embedding lookup and a one-hot matmul are the same function: "
         "verify it, see it, measure it.",
     )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"%(prog)s {__version__} (torch {torch.__version__})",
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     v = sub.add_parser(
         "verify",
@@ -561,7 +608,6 @@ def _build_parser() -> _Parser:
     v.add_argument(
         "--world-size",
         type=_positive_int,
-        default=2,
         help="ranks to start with --sharding (default 2; under torchrun, torchrun's)",
     )
     v.add_argument(
@@ -582,7 +628,8 @@ def _build_parser() -> _Parser:
         default=DEFAULT_CLI_EXAMPLES,
         help=f"examples per table cell (default {DEFAULT_CLI_EXAMPLES})",
     )
-    for flag, what in [("--vocab-sizes", "V"), ("--dims", "D"), ("--num-ids", "N, ids a call")]:
+    sizes = [("--vocab-sizes", "V"), ("--embedding-dims", "D"), ("--num-ids", "N, ids a call")]
+    for flag, what in sizes:
         v.add_argument(
             flag, type=_size, metavar="N|LO:HI", help=f"{what}: a value or a range (default: drawn)"
         )

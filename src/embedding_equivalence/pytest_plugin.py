@@ -38,8 +38,9 @@ import os
 from collections.abc import Mapping
 
 import pytest
-import torch
 
+from ._usage import int_at_least
+from .forms.validation import FLOAT_DTYPES
 from .strategies import available_devices, supported_float_dtypes
 
 __all__ = [
@@ -56,7 +57,6 @@ __all__ = [
 DEVICE_KINDS = ("cpu", "cuda", "mps")
 #: The environment variable that overrides device detection (comma-separated device kinds).
 DEVICES_ENV = "EMBEDDING_TEST_DEVICES"
-_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 _SELECTED = pytest.StashKey[list[str]]()
 
 
@@ -110,7 +110,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("embedding-equivalence")
     group.addoption(
         "--embedding-max-examples",
-        type=int,
+        type=int_at_least(1),  # refused on the command line, before any test is collected
         default=100,
         help="example budget for embedding verification (fixture embedding_max_examples)",
     )
@@ -131,7 +131,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         params = [
             pytest.param((device, dtype), id=f"{device}-{str(dtype).removeprefix('torch.')}")
             for device in devices
-            for dtype in _DTYPES
+            for dtype in FLOAT_DTYPES
             if dtype in supported_float_dtypes(device)
         ]
         metafunc.parametrize("embedding_device_dtype", params)
@@ -142,7 +142,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.fixture
 def embedding_max_examples(request: pytest.FixtureRequest) -> int:
     """The example budget given by ``--embedding-max-examples`` (default 100)."""
-    value = int(request.config.getoption("--embedding-max-examples", default=100) or 0)
-    if value < 1:
-        raise pytest.UsageError(f"--embedding-max-examples={value} must be at least 1")
+    value = request.config.getoption("--embedding-max-examples", default=100)
+    assert isinstance(value, int)  # the option's type checked it when the command was parsed
     return value

@@ -405,6 +405,7 @@ def embedding_bag_cases(
     max_ids: int = 64,
     max_elements: int = _DEFAULT_MAX_ELEMENTS,
     invalid: bool | Sequence[str] = False,
+    num_ids: int | st.SearchStrategy[int] | None = None,
 ) -> st.SearchStrategy[EmbeddingBagCase]:
     """Whole ``F.embedding_bag`` calls (ids, offsets, table, options, upstream gradient).
 
@@ -443,6 +444,9 @@ def embedding_bag_cases(
             offsets, missing or extra offsets, options with a mode that refuses them); a
             sequence of kind names draws those kinds, including
             [`CRASHING_BAG_INVALID_KINDS`][]. The case's ``invalid`` says why.
+        num_ids: ``N``, the length of a 1-D input (value or strategy), cut into up to
+            ``max_bags`` bags at drawn offsets (empty bags included); default inputs of up to
+            ``max_ids`` ids, 1-D or 2-D.
 
     Returns:
         A strategy of [`EmbeddingBagCase`][].
@@ -457,7 +461,9 @@ def embedding_bag_cases(
     _tensors.check_bounds("bags", 1, max_bags, 1)
     kinds = _bags.check_invalid(invalid, options, modes)
     looks = _tensors.looks(weight_layouts, ids_layouts, allow_nonfinite, False)
-    ranges = _ranges(vocab_size, embedding_dim, dtype, device, index_dtype, max_ids, max_elements)
+    ranges = _ranges(
+        vocab_size, embedding_dim, dtype, device, index_dtype, max_ids, max_elements, num_ids
+    )
     return _bags.embedding_bag_case(ranges, looks, tuple(modes), tuple(options), max_bags, kinds)
 
 

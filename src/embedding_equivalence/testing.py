@@ -70,7 +70,7 @@ __all__ = [
 
 
 def _check_tensors(
-    fn: Callable[..., Any],
+    candidate: Callable[..., Any],
     oracle_for: Callable[[_Call], _Oracle],
     call: _Call,
 ) -> tuple[_check.Outcome, float]:
@@ -91,43 +91,43 @@ def _check_tensors(
     run = _Call(call.input, original.clone().requires_grad_(backward), kwargs, call.offsets,
                call.grad_output)  # fmt: skip
     oracle = oracle_for(_Call(call.input, original, kwargs, call.offsets))
-    outcome = _check.run_in_process(fn, run)
-    name = _repro.describe_call(fn, run, weight=original)
-    worst = _check.judge(outcome, run, oracle, name, _repro.call_source(fn, call))
+    outcome = _check.run_in_process(candidate, run)
+    name = _repro.describe_call(candidate, run, weight=original)
+    worst = _check.judge(outcome, run, oracle, name, _repro.call_source(candidate, call))
     return outcome, worst
 
 
 def _check_forward(
-    fn: Callable[..., Any],
+    candidate: Callable[..., Any],
     oracle_for: Callable[[_Call], _Oracle],
     call: _Call,
 ) -> torch.Tensor:
     """[`_check_tensors`][] on a call without ``grad_output``; the candidate's output."""
     __tracebackhide__ = True
-    outcome, _ = _check_tensors(fn, oracle_for, call)
+    outcome, _ = _check_tensors(candidate, oracle_for, call)
     assert isinstance(outcome.output, torch.Tensor)
     return outcome.output
 
 
 def assert_forward_equivalent(
-    fn: Callable[..., Any],
+    candidate: Callable[..., Any],
     input: torch.Tensor,
     weight: torch.Tensor,
     /,
     **kwargs: Any,
 ) -> torch.Tensor:
-    """Assert that ``fn(input, weight, **kwargs)`` is the exact lookup ``weight[input]``.
+    """Assert that ``candidate(input, weight, **kwargs)`` is the exact lookup ``weight[input]``.
 
     Checks the output's shape ``(*input.shape, D)``, dtype and device, and its values exactly
     (signed zeros included). With ``max_norm``, also the in-place renorm of the referenced
-    rows (within [`renorm_error_bound`][]) and that the other rows are untouched. ``fn``
+    rows (within [`renorm_error_bound`][]) and that the other rows are untouched. ``candidate``
     runs on a clone of ``weight``; the caller's tensor is not modified.
 
     Args:
-        fn: the candidate, with ``F.embedding``'s signature.
+        candidate: the candidate, with ``F.embedding``'s signature.
         input: ids of any shape, all in ``[0, V)``.
         weight: ``(V, D)`` floating table.
-        **kwargs: options passed to ``fn`` (``padding_idx``, ``max_norm``, ...).
+        **kwargs: options passed to ``candidate`` (``padding_idx``, ``max_norm``, ...).
 
     Returns:
         The candidate's output.
@@ -136,11 +136,11 @@ def assert_forward_equivalent(
         EquivalenceError: on any difference, with a repro snippet.
     """
     __tracebackhide__ = True
-    return _check_forward(fn, _EmbeddingOracle.for_call, _Call(input, weight, kwargs))
+    return _check_forward(candidate, _EmbeddingOracle.for_call, _Call(input, weight, kwargs))
 
 
 def assert_backward_equivalent(
-    fn: Callable[..., Any],
+    candidate: Callable[..., Any],
     input: torch.Tensor,
     weight: torch.Tensor,
     grad_output: torch.Tensor,
@@ -149,18 +149,18 @@ def assert_backward_equivalent(
 ) -> float:
     """Assert the forward (as [`assert_forward_equivalent`][]) and the weight's gradient.
 
-    After ``fn(input, w, **kwargs).backward(grad_output)`` on a fresh leaf ``w`` (a clone of
+    After ``candidate(input, w, **kwargs).backward(grad_output)`` on a fresh leaf ``w`` (a clone of
     ``weight``), ``w.grad`` must lie within [`gradient_error_bound`][] of the exact
     gradient: duplicates accumulate, the padding row and unreferenced rows are exactly zero,
     ``scale_grad_by_freq`` divides by the counts, and ``sparse=True`` gives a sparse COO
     gradient.
 
     Args:
-        fn: the candidate, with ``F.embedding``'s signature.
+        candidate: the candidate, with ``F.embedding``'s signature.
         input: ids of any shape, all in ``[0, V)``.
         weight: ``(V, D)`` floating table.
         grad_output: upstream gradient ``(*input.shape, D)``.
-        **kwargs: options passed to ``fn``.
+        **kwargs: options passed to ``candidate``.
 
     Returns:
         The largest ``|error| / bound`` over the gradient (0 when exact).
@@ -170,20 +170,22 @@ def assert_backward_equivalent(
     """
     __tracebackhide__ = True
     call = _Call(input, weight, kwargs, grad_output=grad_output)
-    return _check_tensors(fn, _EmbeddingOracle.for_call, call)[1]
+    return _check_tensors(candidate, _EmbeddingOracle.for_call, call)[1]
 
 
 def assert_case_equivalent(
-    fn: Callable[..., Any], case: _EmbeddingCase, *, backward: bool = True
+    candidate: Callable[..., Any], case: _EmbeddingCase, /, *, backward: bool = True
 ) -> float:
-    """Check ``fn`` on a drawn [`EmbeddingCase`][embedding_equivalence.strategies.EmbeddingCase].
+    """Check ``candidate`` on a drawn case.
+
+    The case is an [`EmbeddingCase`][embedding_equivalence.strategies.EmbeddingCase].
 
     A valid case is checked like [`assert_backward_equivalent`][] (or the forward only);
-    an invalid case (``case.invalid`` is set) must make ``fn`` raise. The repro snippet
+    an invalid case (``case.invalid`` is set) must make ``candidate`` raise. The repro snippet
     rebuilds the case's tensors exactly, layouts included.
 
     Args:
-        fn: the candidate, with ``F.embedding``'s signature.
+        candidate: the candidate, with ``F.embedding``'s signature.
         case: a drawn case.
         backward: also check the gradient.
 
@@ -194,33 +196,35 @@ def assert_case_equivalent(
         EquivalenceError: on any difference, with a repro snippet.
     """
     __tracebackhide__ = True
-    return _check.check_case(fn, case, _EmbeddingOracle.for_call, backward=backward)
+    return _check.check_case(candidate, case, _EmbeddingOracle.for_call, backward=backward)
 
 
 def assert_bag_forward_equivalent(
-    fn: Callable[..., Any],
+    candidate: Callable[..., Any],
     input: torch.Tensor,
     weight: torch.Tensor,
     offsets: torch.Tensor | None = None,
     /,
     **kwargs: Any,
 ) -> torch.Tensor:
-    """Assert that ``fn(input, weight[, offsets], **kwargs)`` is ``F.embedding_bag``'s reduction.
+    """Assert that ``candidate(input, weight[, offsets], **kwargs)`` is the bag reduction.
+
+    The reduction is ``F.embedding_bag``'s.
 
     Checks the output's shape ``(B, D)``, dtype and device, and its values against the exact
     float64 reduction within [`embedding_bag_error_bound`][] (exactly for ``mode="max"``;
     empty bags exactly zero). With ``max_norm``, also the in-place renorm of every row the
     input references (within [`renorm_error_bound`][]) and that the other rows are
-    untouched. ``fn`` runs on a clone of ``weight``; ``offsets`` is passed positionally when
+    untouched. ``candidate`` runs on a clone of ``weight``; ``offsets`` is passed positionally when
     given, everything else by keyword.
 
     Args:
-        fn: the candidate, with ``F.embedding_bag``'s signature.
+        candidate: the candidate, with ``F.embedding_bag``'s signature.
         input: ids, ``(N,)`` with ``offsets`` or ``(B, L)`` without.
         weight: ``(V, D)`` floating table.
         offsets: bag starts, or ``None`` for a 2-D input.
-        **kwargs: options passed to ``fn`` (``mode`` -- pass it, its default is ``"mean"`` --,
-            ``per_sample_weights``, ``padding_idx``, ...).
+        **kwargs: options passed to ``candidate`` (``mode`` -- pass it, its default is
+            ``"mean"`` --, ``per_sample_weights``, ``padding_idx``, ...).
 
     Returns:
         The candidate's output.
@@ -229,11 +233,11 @@ def assert_bag_forward_equivalent(
         EquivalenceError: on any difference, with a repro snippet.
     """
     __tracebackhide__ = True
-    return _check_forward(fn, _BagOracle.for_call, _Call(input, weight, kwargs, offsets))
+    return _check_forward(candidate, _BagOracle.for_call, _Call(input, weight, kwargs, offsets))
 
 
 def assert_bag_backward_equivalent(
-    fn: Callable[..., Any],
+    candidate: Callable[..., Any],
     input: torch.Tensor,
     weight: torch.Tensor,
     offsets: torch.Tensor | None,
@@ -243,7 +247,7 @@ def assert_bag_backward_equivalent(
 ) -> float:
     """Assert the forward (as [`assert_bag_forward_equivalent`][]) and the gradients.
 
-    After ``fn(...).backward(grad_output)`` on fresh leaves (clones of ``weight`` and of
+    After ``candidate(...).backward(grad_output)`` on fresh leaves (clones of ``weight`` and of
     ``per_sample_weights``), ``weight.grad`` must lie within
     [`embedding_bag_gradient_error_bound`][] of the exact gradient (the padding row, rows in
     no bag and rows after the last offset exactly zero; ``scale_grad_by_freq`` divides by the
@@ -252,12 +256,12 @@ def assert_bag_backward_equivalent(
     ``per_sample_weights.grad`` must match too.
 
     Args:
-        fn: the candidate, with ``F.embedding_bag``'s signature.
+        candidate: the candidate, with ``F.embedding_bag``'s signature.
         input: ids, ``(N,)`` with ``offsets`` or ``(B, L)`` without.
         weight: ``(V, D)`` floating table.
         offsets: bag starts, or ``None`` for a 2-D input.
         grad_output: upstream gradient ``(B, D)``.
-        **kwargs: options passed to ``fn``.
+        **kwargs: options passed to ``candidate``.
 
     Returns:
         The largest ``|error| / bound`` (0 when exact).
@@ -267,21 +271,21 @@ def assert_bag_backward_equivalent(
     """
     __tracebackhide__ = True
     call = _Call(input, weight, kwargs, offsets, grad_output)
-    return _check_tensors(fn, _BagOracle.for_call, call)[1]
+    return _check_tensors(candidate, _BagOracle.for_call, call)[1]
 
 
 def assert_bag_case_equivalent(
-    fn: Callable[..., Any], case: _EmbeddingBagCase, *, backward: bool = True
+    candidate: Callable[..., Any], case: _EmbeddingBagCase, /, *, backward: bool = True
 ) -> float:
-    """Check ``fn`` on a drawn ``EmbeddingBagCase``.
+    """Check ``candidate`` on a drawn ``EmbeddingBagCase``.
 
     The bag counterpart of [`assert_case_equivalent`][], with the same arguments, return
-    value and errors; ``fn`` has ``F.embedding_bag``'s signature, and ``backward`` checks the
+    value and errors; ``candidate`` has ``F.embedding_bag``'s signature, and ``backward`` checks the
     gradients of the table and of ``per_sample_weights``. A valid case is checked like
     [`assert_bag_backward_equivalent`][] (or the forward only); an invalid case
-    (``case.invalid`` is set) must make ``fn`` raise. The call is
-    ``fn(input, weight[, offsets], mode=..., **options)``; the repro snippet rebuilds the
+    (``case.invalid`` is set) must make ``candidate`` raise. The call is
+    ``candidate(input, weight[, offsets], mode=..., **options)``; the repro snippet rebuilds the
     case's tensors exactly, layouts included.
     """
     __tracebackhide__ = True
-    return _check.check_case(fn, case, _BagOracle.for_call, backward=backward)
+    return _check.check_case(candidate, case, _BagOracle.for_call, backward=backward)

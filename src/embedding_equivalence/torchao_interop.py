@@ -24,6 +24,7 @@ when called and says how to install it if it is missing.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import math
 from collections.abc import Callable
@@ -310,6 +311,5 @@ def verify_torchao_embedding(
         options=(), dtypes=tuple(dtypes), devices=("cpu",), max_examples=max_examples,
         seed=seed,
     )  # fmt: skip
-    report.extra["scheme"] = "int8 (torchao, per row)"
-    report.extra["torchao"] = importlib.import_module("torchao").__version__
-    return report
+    version = importlib.import_module("torchao").__version__
+    return dataclasses.replace(report, scheme=f"int8 (torchao {version}, per row)")

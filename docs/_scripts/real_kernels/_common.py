@@ -216,7 +216,7 @@ def execute(run: Run, *, max_examples: int | None = None) -> dict[str, Any]:
     start = time.perf_counter()
     report = verifier(candidate, **run.arguments(max_examples))
     seconds = time.perf_counter() - start
-    defect = report.extra.get("torch_defect")
+    defect = report.torch_defect
     kind, found = classify(report.passed, report.failure, defect)
     if not report.passed and report.failure:
         # The options are drawn, not forced: the minimal failing call may not pass one.
@@ -238,11 +238,11 @@ def execute(run: Run, *, max_examples: int | None = None) -> dict[str, Any]:
         "kind": kind,
         "found": found,
     }
-    if "compiled_examples" in report.extra:
+    if report.compiled_examples is not None:
         record["compiled"] = {
-            "compiled_examples": report.extra["compiled_examples"],
-            "eager_fallbacks": report.extra["eager_fallbacks"],
-            "fallback_reasons": report.extra["fallback_reasons"],
+            "compiled_examples": report.compiled_examples,
+            "eager_fallbacks": report.eager_fallbacks,
+            "fallback_reasons": report.fallback_reasons,
         }
     verdict = "passed" if report.passed else f"FAILED ({kind})"
     log(f"    {verdict} after {report.examples} examples in {seconds:.1f} s: {found}")

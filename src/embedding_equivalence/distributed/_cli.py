@@ -16,7 +16,7 @@ Under torchrun, rank 0 draws the run's seed when none is given and sends it to e
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, TextIO
 
@@ -75,6 +75,7 @@ def run_sharded_verify(
     boundaries: bool = True,
     only: str | None = None,
     replay_flags: Sequence[str] = (),
+    sizes: Mapping[str, Any] | None = None,
 ) -> int:
     """Verify the package's sharded forms (or ``candidate``) and print a table of results.
 
@@ -97,6 +98,7 @@ def run_sharded_verify(
         only: ``--only``'s implementation: verify that one row, with ``options`` as given.
         replay_flags: the run's flags that shape a row, for the command that replays one
             (``--sharding`` and ``--world-size`` are added here).
+        sizes: the size knobs (``vocab_sizes``, ``embedding_dims``, ``num_ids``) of every row.
 
     Returns:
         0 when every row passed, else 1.
@@ -139,8 +141,8 @@ def run_sharded_verify(
             progress.step(f"{name} [{','.join(opts) or '-'}] sharding={sharding}")
             report = verify_sharded_embedding(
                 fn, sharding=sharding, world_size=world_size, options=opts, dtypes=dtypes,
-                device=device, max_examples=max_examples, backward=backward,
-                seed=cell_seed(run_seed, cell), boundaries=boundaries,
+                devices=[device], max_examples=max_examples, backward=backward,
+                seed=cell_seed(run_seed, cell), boundaries=boundaries, **(sizes or {}),
             )  # fmt: skip
             reports.append(report)
     failures = [r for r in reports if not r.passed]
@@ -177,7 +179,7 @@ def _row(
     replay_flags: Sequence[str],
 ) -> dict[str, Any]:
     """A row's fields, for the table and ``--json``."""
-    world = report.extra["world_size"]
+    world = report.world_size
     flags = ["--sharding", sharding, "--world-size", str(world), *replay_flags]
     return {
         "implementation": name,

@@ -10,7 +10,6 @@ table after the call. Everything it returns is a plain CPU tensor or text, so it
 
 from __future__ import annotations
 
-import importlib
 import pickle
 import time
 import traceback
@@ -24,6 +23,7 @@ from torch.distributed.tensor import DTensor, Shard, distribute_tensor
 
 from .._cases import Call
 from .._check import Outcome
+from .._repro import import_reference
 
 __all__ = ["SHARDINGS", "load_candidate", "run_on_rank", "shutdown_group"]
 
@@ -37,11 +37,7 @@ _CANDIDATES: dict[str, Callable[..., Any]] = {}
 def load_candidate(reference: str) -> Callable[..., Any]:
     """Import ``"module:qualname"`` (cached per process)."""
     if reference not in _CANDIDATES:
-        module, _, qualname = reference.partition(":")
-        obj: Any = importlib.import_module(module)
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
-        _CANDIDATES[reference] = obj
+        _CANDIDATES[reference] = import_reference(reference)
     return _CANDIDATES[reference]
 
 

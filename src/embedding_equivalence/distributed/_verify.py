@@ -12,7 +12,7 @@ on every rank.
 
 from __future__ import annotations
 
-import importlib
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -25,8 +25,17 @@ from hypothesis.errors import InvalidArgument
 from .. import strategies as ees
 from .._cases import Call
 from .._check import AbortRun, CheckableCase, Outcome, Snippet
-from .._repro import why_not_importable
-from .._verify import VerificationReport, check_budget, run_verification, with_invalid
+from .._repro import import_reference, why_not_importable
+from .._sizes import SizeSpec, case_sizes
+from .._verify import (
+    VerificationReport,
+    check_budget,
+    merge_reports,
+    option_names,
+    resolve_dtypes_devices,
+    run_verification,
+    with_invalid,
+)
 from ..oracle import EmbeddingOracle
 from ._boundaries import sharded_boundaries
 from ._group import DEFAULT_TIMEOUT, GroupFailure, WorkerGroup, gpus_short
@@ -54,12 +63,9 @@ def _reference(candidate: Callable[..., Any] | str) -> tuple[str, Callable[..., 
                 f"'mypkg.kernels:my_embedding'"
             )
         try:
-            obj: Any = importlib.import_module(module)
-            for part in qualname.split("."):
-                obj = getattr(obj, part)
-        except (ImportError, AttributeError) as exc:
-            raise InvalidArgument(f"candidate={candidate!r} cannot be imported: {exc}") from exc
-        return candidate, obj
+            return candidate, import_reference(candidate)
+        except ValueError as exc:
+            raise InvalidArgument(f"candidate={candidate!r} cannot be imported: {exc}") from None
     if not callable(candidate):
         raise InvalidArgument(f"candidate={candidate!r} must be callable or 'module:function'")
     reason = why_not_importable(candidate)
@@ -79,6 +85,7 @@ def sharded_embedding_cases(
     options: Sequence[str] = (),
     dtype: torch.dtype | st.SearchStrategy[torch.dtype] | None = None,
     invalid: bool = False,
+    sizes: dict[str, Any] | None = None,
 ) -> st.SearchStrategy[ees.EmbeddingCase]:
     """``embedding_cases`` with tables small next to the world size (on the CPU).
 
@@ -94,6 +101,9 @@ def sharded_embedding_cases(
             without ``"sparse"`` (a DTensor has no sparse gradient).
         dtype: a float dtype, or a strategy of them.
         invalid: draw calls that the reference refuses.
+        sizes: the verifier's size knobs, resolved by its size check (``vocab_size``,
+            ``embedding_dim``, ``num_ids``, ``max_elements``); each one given replaces the
+            small default above.
 
     Returns:
         A strategy of [`EmbeddingCase`][embedding_equivalence.strategies.EmbeddingCase].
@@ -105,14 +115,12 @@ def sharded_embedding_cases(
             "options contains 'sparse', which sharded embeddings do not take (a DTensor table "
             "has a dense gradient); leave it out"
         )
-    return ees.embedding_cases(
-        options=options,
-        vocab_size=st.integers(1, 4 * world_size + 4),
-        embedding_dim=st.integers(1, 2 * world_size + 4),
-        dtype=dtype,
-        device="cpu",
-        invalid=invalid,
-    )
+    knobs: dict[str, Any] = {
+        "vocab_size": st.integers(1, 4 * world_size + 4),
+        "embedding_dim": st.integers(1, 2 * world_size + 4),
+    }
+    knobs.update({k: v for k, v in (sizes or {}).items() if v is not None})
+    return ees.embedding_cases(options=options, dtype=dtype, device="cpu", invalid=invalid, **knobs)
 
 
 def sharded_snippet(sharding: str, world_size: int, device: str) -> Snippet:
@@ -180,15 +188,18 @@ class _GroupRunner:
 def verify_sharded_embedding(
     candidate: Callable[..., Any] | str,
     *,
-    sharding: str = "vocab",
-    world_size: int = 2,
     options: Sequence[str] = (),
     dtypes: Sequence[torch.dtype] | None = None,
-    device: str = "cpu",
-    backend: str | None = None,
-    max_examples: int = 50,
+    devices: Sequence[str] | None = None,
+    max_examples: int = 100,
     backward: bool = True,
     seed: int | None = None,
+    vocab_sizes: SizeSpec = None,
+    embedding_dims: SizeSpec = None,
+    num_ids: SizeSpec = None,
+    sharding: str = "vocab",
+    world_size: int = 2,
+    backend: str | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     boundaries: bool = True,
 ) -> VerificationReport:
@@ -219,15 +230,22 @@ def verify_sharded_embedding(
     Args:
         candidate: the kernel, importable by the workers: a function defined at the top level
             of a module, or ``"module:function"``.
-        sharding: ``"vocab"`` (rows split over ranks) or ``"dim"`` (columns split).
-        world_size: the number of ranks to start (ignored under an existing group).
         options: names from ``("padding_idx", "max_norm", "scale_grad_by_freq")``.
-        dtypes: float dtypes to draw; ``None`` means every dtype the device supports.
-        device: ``"cpu"`` or ``"cuda"``.
-        backend: the torch.distributed backend; ``None``: gloo on the CPU, nccl on CUDA.
-        max_examples: number of examples Hypothesis generates.
+        dtypes: float dtypes to draw; ``None`` means every dtype each device supports.
+        devices: ``"cpu"`` and/or ``"cuda"``, one group after the other; ``None`` means every
+            device present that can hold ``world_size`` ranks (nccl takes one GPU a rank).
+            Under an existing group, the group's device only.
+        max_examples: number of examples Hypothesis generates, shared between the devices.
         backward: also check gradients.
         seed: fix the run (the report's ``seed`` replays a random run).
+        vocab_sizes: ``V``: an int, an inclusive ``(min, max)`` range or a strategy (as for
+            [`verify_embedding`][embedding_equivalence.verify_embedding]); default 1 to
+            ``4 * world_size + 4``.
+        embedding_dims: ``D``, likewise; default 1 to ``2 * world_size + 4``.
+        num_ids: ``N``, the length of a 1-D input, likewise; default ids of up to three dims.
+        sharding: ``"vocab"`` (rows split over ranks) or ``"dim"`` (columns split).
+        world_size: the number of ranks to start (ignored under an existing group).
+        backend: the torch.distributed backend; ``None``: gloo on the CPU, nccl on CUDA.
         timeout: seconds one example may take on every rank before the group is declared
             hung (default 20, or ``$EMBEDDING_EQUIVALENCE_DISTRIBUTED_TIMEOUT``).
         boundaries: first run the fixed boundary examples of sharded tables (``V`` and ``D``
@@ -238,8 +256,8 @@ def verify_sharded_embedding(
             seed; see [Boundary examples](../verify.md#boundary-examples).
 
     Returns:
-        A [`VerificationReport`][embedding_equivalence.VerificationReport]; ``extra`` records the
-        sharding, the world size and the group's start-up times.
+        A [`VerificationReport`][embedding_equivalence.VerificationReport]; its ``sharding``,
+        ``world_size``, ``group_starts`` and ``startup_seconds`` describe the group.
 
     Raises:
         InvalidArgument: a candidate the workers cannot import, an unknown sharding or option,
@@ -254,32 +272,83 @@ def verify_sharded_embedding(
         raise InvalidArgument(f"world_size={world_size!r} must be a positive int")
     if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
         raise InvalidArgument(f"timeout={timeout!r} must be a positive number of seconds")
-    if device not in ees.available_devices():
-        raise InvalidArgument(
-            f"device={device!r} is not available here; available: {ees.available_devices()}"
-        )
     existing = dist.is_available() and dist.is_initialized()
-    short = None if existing else gpus_short(world_size, device, backend, "world_size=")
-    if short is not None:
-        raise InvalidArgument(short)
-    opts = tuple(options)
-    dts = tuple(dtypes) if dtypes is not None else tuple(ees.supported_float_dtypes(device))
+    if existing:
+        own = "cuda" if dist.get_backend() == "nccl" else "cpu"
+        if devices is not None and [torch.device(d).type for d in devices] != [own]:
+            raise InvalidArgument(
+                f"devices={list(devices)!r}: under an existing {dist.get_backend()} group the "
+                f"ranks run on its device; pass devices=[{own!r}] or leave devices out"
+            )
+        devices = [own]
+    elif devices is None:
+        present = ees.available_devices()
+        devices = [d for d in present if gpus_short(world_size, d, backend, "") is None]
+    opts = option_names(options)
+    dts, devs = resolve_dtypes_devices(dtypes, devices)
+    for device in devs:
+        short = None if existing else gpus_short(world_size, device, backend, "world_size=")
+        if short is not None:
+            raise InvalidArgument(short)
     world = dist.get_world_size() if existing else world_size
+    sizes = case_sizes(
+        "verify_sharded_embedding", vocab_sizes=vocab_sizes, embedding_dims=embedding_dims,
+        num_ids=num_ids, dtypes=dts, devices=devs,
+    )  # fmt: skip
+    share, more = divmod(max_examples, len(devs))
+    reports: list[VerificationReport] = []
+    for i, device in enumerate(devs):
+        budget = share + (1 if i < more else 0)
+        if budget == 0:
+            break
+        on = (
+            tuple(d for d in dts if d in ees.supported_float_dtypes(device))
+            if dtypes is None
+            else dts
+        )
+        group = (
+            TorchrunGroup(device, timeout)
+            if existing
+            else WorkerGroup(world_size, device=device, backend=backend, timeout=timeout)
+        )
+        if isinstance(group, TorchrunGroup) and group.rank != 0:
+            return group.serve()
+        report = _verify_on(
+            fn, reference, group, sharding, world, opts, on, device, budget,
+            backward, seed, boundaries, sizes,
+        )  # fmt: skip
+        if isinstance(group, TorchrunGroup):
+            group.finish(report)
+        reports.append(report)
+        if not report.passed:
+            break
+    return merge_reports(reports)
+
+
+def _verify_on(
+    fn: Callable[..., Any],
+    reference: str,
+    group: WorkerGroup | TorchrunGroup,
+    sharding: str,
+    world: int,
+    opts: tuple[str, ...],
+    dts: tuple[torch.dtype, ...],
+    device: str,
+    max_examples: int,
+    backward: bool,
+    seed: int | None,
+    boundaries: bool,
+    sizes: dict[str, Any],
+) -> VerificationReport:
+    """One device's run of [`verify_sharded_embedding`][] on ``group``, which it closes."""
     valid = sharded_embedding_cases(
-        world_size=world, sharding=sharding, options=opts, dtype=st.sampled_from(dts)
-    )
+        world_size=world, sharding=sharding, options=opts, dtype=st.sampled_from(dts),
+        sizes=sizes,
+    )  # fmt: skip
     invalid = sharded_embedding_cases(
         world_size=world, sharding=sharding, options=opts, dtype=st.sampled_from(dts),
-        invalid=True,
+        invalid=True, sizes=sizes,
     )  # fmt: skip
-    extra: dict[str, Any] = {"sharding": sharding, "world_size": world}
-    group = (
-        TorchrunGroup(device, timeout)
-        if existing
-        else WorkerGroup(world_size, device=device, backend=backend, timeout=timeout)
-    )
-    if isinstance(group, TorchrunGroup) and group.rank != 0:
-        return group.serve()
     try:
         report = run_verification(
             fn, with_invalid(valid, invalid), EmbeddingOracle.for_call, backward=backward,
@@ -291,11 +360,9 @@ def verify_sharded_embedding(
             ),
         )  # fmt: skip
     finally:
-        extra["group_starts"] = group.starts
-        extra["startup_seconds"] = [round(s, 3) for s in group.startup_seconds]
+        starts, seconds = group.starts, tuple(round(s, 3) for s in group.startup_seconds)
         if isinstance(group, WorkerGroup):
             group.close()
-    report.extra.update(extra)
-    if isinstance(group, TorchrunGroup):
-        group.finish(report)
-    return report
+    return dataclasses.replace(
+        report, sharding=sharding, world_size=world, group_starts=starts, startup_seconds=seconds
+    )

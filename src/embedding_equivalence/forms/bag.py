@@ -26,6 +26,7 @@ torch 2.13):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import torch
@@ -40,7 +41,38 @@ from .validation import (
     check_multi_hot_fits,
 )
 
-__all__ = ["bag_count_matrix", "lookup_embedding_bag", "matmul_embedding_bag"]
+__all__ = ["bag_bounds", "bag_count_matrix", "lookup_embedding_bag", "matmul_embedding_bag"]
+
+
+def bag_bounds(
+    shape: Sequence[int], offsets: Sequence[int] | None, include_last_offset: bool
+) -> list[tuple[int, int]]:
+    """Each bag's positions ``[start, end)`` in the flat input, as ``F.embedding_bag`` reads them.
+
+    The one statement of the rule, for calls held as Python ints (drawn cases, the table of
+    torch's defects); the forms apply the same rule to tensors. A 2-D input ``(B, L)`` is ``B``
+    bags of ``L`` ids. A 1-D input's bag ``b`` runs from ``offsets[b]`` to the next offset,
+    the last one to the end of the input; with ``include_last_offset`` the offsets end with
+    the end of the last bag, and the ids after it lie in no bag. No offsets: no bags.
+
+    Args:
+        shape: the input's shape, 1-D or 2-D.
+        offsets: the offsets of a 1-D input (``None`` for a 2-D one).
+        include_last_offset: ``F.embedding_bag``'s option.
+
+    Returns:
+        ``[(start, end), ...]``, one pair a bag, in order.
+    """
+    if len(shape) == 2:
+        count, length = shape
+        return [(b * length, (b + 1) * length) for b in range(count)]
+    if not offsets:
+        return []
+    starts = list(offsets[:-1] if include_last_offset else offsets)
+    if not starts:  # include_last_offset with one offset: no bags
+        return []
+    end = offsets[-1] if include_last_offset else shape[0]
+    return list(zip(starts, [*starts[1:], end], strict=True))
 
 
 class _Bags(NamedTuple):

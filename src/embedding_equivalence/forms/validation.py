@@ -17,6 +17,7 @@ import torch
 from .options import BAG_MODES, option_applies
 
 __all__ = [
+    "FLOAT_DTYPES",
     "INDEX_DTYPES",
     "INTEGER_TABLE_DTYPES",
     "OneHotTooLargeError",
@@ -33,6 +34,14 @@ __all__ = [
 
 #: Index dtypes accepted by ``F.embedding`` (and so by every implementation here).
 INDEX_DTYPES: tuple[torch.dtype, ...] = (torch.int64, torch.int32)
+#: The floating dtypes of tables, in shrinking order (float32 first): what the verifiers draw,
+#: the CLI's ``--dtypes`` names and the pytest plugin's rows.
+FLOAT_DTYPES: tuple[torch.dtype, ...] = (
+    torch.float32,
+    torch.float64,
+    torch.float16,
+    torch.bfloat16,
+)
 #: Integer table dtypes that torch's embedding looks up (forward only).
 INTEGER_TABLE_DTYPES: tuple[torch.dtype, ...] = (
     torch.uint8,

@@ -29,7 +29,7 @@ import os
 import random
 import shlex
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TextIO
@@ -50,6 +50,7 @@ __all__ = [
     "cell_name",
     "cell_seed",
     "draw_run_seed",
+    "emit_results",
     "is_terminal",
     "parse_cell",
     "print_table",
@@ -426,3 +427,80 @@ def write_failure(out: TextIO, report: VerificationReport, row: dict[str, Any]) 
     if report.boundary and report.boundary not in text:
         out.write(f"Boundary example: {report.boundary}\n")
     out.write(f"{text}\n")
+
+
+#: A column of the results table: its heading, and how a row's fields give its cell.
+Column = tuple[str, Callable[[dict[str, Any]], str]]
+
+
+def emit_results(
+    rows: Sequence[dict[str, Any]],
+    reports: Sequence[VerificationReport],
+    *,
+    schema: str,
+    run_seed: int,
+    max_examples: int,
+    boundaries: bool,
+    columns: Sequence[Column],
+    notes: Sequence[str] = (),
+    json_path: str | None,
+    out: TextIO,
+    err: TextIO,
+) -> None:
+    """Report a ``verify`` run: the JSON of ``--json``, the table, the failures, the summary.
+
+    The one writer of results, for the plain and the sharded runs: ``--json -`` puts the JSON
+    alone on ``out`` and the summary on ``err``; otherwise the table, each ``note``, every
+    failure with its replay command, and the summary go to ``out`` (after the JSON file is
+    written, for ``--json PATH``).
+
+    Args:
+        rows: one dict a row (see [`result_fields`][]), in the table's order.
+        reports: the rows' reports.
+        schema: the JSON's schema name.
+        run_seed: the run's seed.
+        max_examples: the run's budget a row.
+        boundaries: whether the boundary phase ran.
+        columns: the table's columns after "result"; headings of numbers end with ``"#"``
+            to be right-aligned (the ``#`` is not printed).
+        notes: lines printed under the table.
+        json_path: ``--json``'s value (``None``: no JSON).
+        out: the table's stream.
+        err: the progress stream.
+    """
+    import torch
+
+    failed = [(report, row) for report, row in zip(reports, rows, strict=True) if not report.passed]
+    total = sum(r["examples"] for r in rows)
+    seconds = sum(r["seconds"] for r in rows)
+    summary = (
+        f"{len(rows) - len(failed)} passed, {len(failed)} failed "
+        f"({total} examples in {seconds:.1f} s; run seed {run_seed})"
+    )
+    if json_path is not None:
+        payload = {
+            "schema": schema,
+            "torch": torch.__version__,
+            "seed": run_seed,
+            "max_examples": max_examples,
+            "boundaries": boundaries,
+            "passed": not failed,
+            "results": list(rows),
+        }
+        write_json(payload, json_path, out)
+        if json_path == "-":  # stdout holds the JSON alone; the summary goes with the progress
+            err.write(summary + "\n")
+            return
+    headings = ["result", *(name.removesuffix("#") for name, _ in columns)]
+    right = tuple(i + 1 for i, (name, _) in enumerate(columns) if name.endswith("#"))
+    table = Table(headings, right=right)
+    for row in rows:
+        cells = [cell(row) for _, cell in columns]
+        style = None if row["passed"] else "bold red"
+        table.add_row("pass" if row["passed"] else "FAIL", *cells, style=style)
+    print_table(out, table)
+    if notes:
+        out.write("\n" + "\n".join(notes) + "\n")
+    for report, row in failed:
+        write_failure(out, report, row)
+    out.write(f"\n{summary}\n")

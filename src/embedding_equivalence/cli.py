@@ -33,17 +33,15 @@ from hypothesis.errors import InvalidArgument
 
 from . import __version__
 from ._console import (
+    Column,
     Progress,
-    Table,
     cell_name,
     cell_seed,
     draw_run_seed,
+    emit_results,
     parse_cell,
-    print_table,
     replay_command,
     result_fields,
-    write_failure,
-    write_json,
     write_title,
 )
 from ._draw_tensors import device_problem, float_dtypes
@@ -62,15 +60,21 @@ DEFAULT_CLI_EXAMPLES = 25
 #: Random examples of a row that runs the boundary phase for several dtypes (the verifiers
 #: take no budget of 0).
 _BOUNDARY_CELL_EXAMPLES = 1
-_RESULT_COLUMNS = (
-    "result",
-    "implementation",
-    "options",
-    "device",
-    "dtype",
-    "examples",
-    "worst/bound",
-    "seconds",
+
+
+def _worst(row: dict[str, Any]) -> str:
+    return "-" if row["worst_error"] is None or not row["passed"] else f"{row['worst_error']:.2f}"
+
+
+#: The columns of the results table after "result" (see ``emit_results``).
+_COLUMNS: tuple[Column, ...] = (
+    ("implementation", lambda r: r["implementation"]),
+    ("options", lambda r: ",".join(r["options"]) or "-"),
+    ("device", lambda r: r["device"]),
+    ("dtype", lambda r: r["dtype"]),
+    ("examples#", lambda r: str(r["examples"])),
+    ("worst/bound#", _worst),
+    ("seconds#", lambda r: f"{r['seconds']:.1f}"),
 )
 
 
@@ -250,7 +254,7 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     run_seed = args.seed if args.seed is not None else draw_run_seed()
     flags = _replay_flags(args)
     results: list[dict[str, Any]] = []
-    failures: list[tuple[ee.VerificationReport, dict[str, Any]]] = []
+    reports: list[ee.VerificationReport] = []
     with Progress("verify", len(jobs), err) as progress:
         for job in jobs:
             dtype_text = ",".join(_dtype_name(dt) for dt in job.dtypes)
@@ -294,56 +298,22 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 **result_fields(report, cell, replay),
             }
             results.append(row)
-            if not report.passed:
-                failures.append((report, row))
+            reports.append(report)
 
-    total = sum(r["examples"] for r in results)
-    seconds = sum(r["seconds"] for r in results)
-    summary = (
-        f"{len(results) - len(failures)} passed, {len(failures)} failed "
-        f"({total} examples in {seconds:.1f} s; run seed {run_seed})"
-    )
-    if args.json is not None:
-        payload = {
-            "schema": "embedding-equivalence/verify/1",
-            "torch": torch.__version__,
-            "seed": run_seed,
-            "max_examples": args.max_examples,
-            "boundaries": not args.no_boundaries,
-            "passed": not failures,
-            "results": results,
-        }
-        write_json(payload, args.json, out)
-    if args.json == "-":  # stdout holds the JSON alone; the summary goes with the progress
-        err.write(summary + "\n")
-        return 1 if failures else 0
-    table = Table(_RESULT_COLUMNS, right=(5, 6, 7))
-    for r in results:
-        worst = "-" if r["worst_error"] is None or not r["passed"] else f"{r['worst_error']:.2f}"
-        table.add_row(
-            "pass" if r["passed"] else "FAIL",
-            r["implementation"],
-            ",".join(r["options"]) or "-",
-            r["device"],
-            r["dtype"],
-            str(r["examples"]),
-            worst,
-            f"{r['seconds']:.1f}",
-            style=None if r["passed"] else "bold red",
-        )
-    print_table(out, table)
     judged = "output" if args.scheme else "gradient"
-    out.write(f"\nworst/bound: the worst {judged} error as a fraction of its derived bound\n")
+    notes = [f"worst/bound: the worst {judged} error as a fraction of its derived bound"]
     if any(len(job.dtypes) > 1 for job in jobs):
-        out.write(
+        notes.append(
             "a row of several dtypes runs the boundary examples once for them (the dtypes take "
             "turns) and one random example;\nthe rows of one dtype after it run their random "
-            "examples\n"
+            "examples"
         )
-    for report, row in failures:
-        write_failure(out, report, row)
-    out.write(f"\n{summary}\n")
-    return 1 if failures else 0
+    emit_results(
+        results, reports, schema="embedding-equivalence/verify/1", run_seed=run_seed,
+        max_examples=args.max_examples, boundaries=not args.no_boundaries, columns=_COLUMNS,
+        notes=notes, json_path=args.json, out=out, err=err,
+    )  # fmt: skip
+    return 0 if all(r.passed for r in reports) else 1
 
 
 def _only(args: argparse.Namespace) -> tuple[str, tuple[str, ...], str, str] | None:

@@ -24,27 +24,23 @@ import torch
 import torch.distributed as dist
 
 from .._console import (
+    Column,
     Progress,
-    Table,
     cell_name,
     cell_seed,
     draw_run_seed,
-    print_table,
+    emit_results,
     replay_command,
     result_fields,
-    write_failure,
-    write_json,
 )
 from .._usage import UsageError
 from .._verify import VerificationReport
+from ..forms.options import SHARDED_OPTIONS
 from ._group import DEFAULT_TIMEOUT, gpus_short
 from ._verify import verify_sharded_embedding
 from .forms import SHARDED_FORMS
 
-__all__ = ["SHARDED_OPTIONS", "run_sharded_verify"]
-
-#: The options a sharded embedding takes (a DTensor table has no sparse gradient).
-SHARDED_OPTIONS: tuple[str, ...] = ("padding_idx", "max_norm", "scale_grad_by_freq")
+__all__ = ["run_sharded_verify"]
 
 
 def _join_torchrun_group(device: str) -> bool:
@@ -151,7 +147,11 @@ def run_sharded_verify(
             _row(name, opts, cell, report, sharding, device, run_seed, replay_flags)
             for (name, _, opts), cell, report in zip(rows, cells, reports, strict=True)
         ]
-        _print_results(results, reports, run_seed, max_examples, boundaries, json_path, out, err)
+        emit_results(
+            results, reports, schema="embedding-equivalence/verify-sharded/1",
+            run_seed=run_seed, max_examples=max_examples, boundaries=boundaries,
+            columns=_COLUMNS, json_path=json_path, out=out, err=err,
+        )  # fmt: skip
     if in_group:
         dist.barrier()
     return 1 if failures else 0
@@ -191,47 +191,12 @@ def _row(
     }
 
 
-def _print_results(
-    results: Sequence[dict[str, Any]],
-    reports: Sequence[VerificationReport],
-    run_seed: int,
-    max_examples: int,
-    boundaries: bool,
-    json_path: str | None,
-    out: TextIO,
-    err: TextIO,
-) -> None:
-    failures = [r for r in reports if not r.passed]
-    summary = f"{len(reports) - len(failures)} passed, {len(failures)} failed; run seed {run_seed}"
-    if json_path is not None:
-        payload = {
-            "schema": "embedding-equivalence/verify-sharded/1",
-            "torch": torch.__version__,
-            "seed": run_seed,
-            "max_examples": max_examples,
-            "boundaries": boundaries,
-            "passed": not failures,
-            "results": list(results),
-        }
-        write_json(payload, json_path, out)
-        if json_path == "-":  # stdout holds the JSON alone; the summary goes with the progress
-            err.write(summary + "\n")
-            return
-    columns = ("result", "implementation", "options", "sharding", "world size", "examples")
-    table = Table((*columns, "seconds"), right=(4, 5, 6))
-    for row in results:
-        table.add_row(
-            "pass" if row["passed"] else "FAIL",
-            row["implementation"],
-            ",".join(row["options"]) or "-",
-            row["sharding"],
-            str(row["world_size"]),
-            str(row["examples"]),
-            f"{row['seconds']:.1f}",
-            style=None if row["passed"] else "bold red",
-        )
-    print_table(out, table)
-    for row, report in zip(results, reports, strict=True):
-        if not report.passed:
-            write_failure(out, report, row)
-    out.write(f"\n{summary}\n")
+#: The columns of the sharded results table after "result" (see ``emit_results``).
+_COLUMNS: tuple[Column, ...] = (
+    ("implementation", lambda r: r["implementation"]),
+    ("options", lambda r: ",".join(r["options"]) or "-"),
+    ("sharding", lambda r: r["sharding"]),
+    ("world size#", lambda r: str(r["world_size"])),
+    ("examples#", lambda r: str(r["examples"])),
+    ("seconds#", lambda r: f"{r['seconds']:.1f}"),
+)

@@ -7,12 +7,22 @@ strategies, the verifier and the CLI all read [`OPTION_MODES`][] through
 
 from __future__ import annotations
 
-__all__ = ["BAG_MODES", "BAG_OPTIONS", "EMBEDDING_OPTIONS", "OPTION_MODES", "option_applies"]
+__all__ = [
+    "BAG_MODES",
+    "BAG_OPTIONS",
+    "EMBEDDING_OPTIONS",
+    "OPTION_MODES",
+    "SHARDED_OPTIONS",
+    "option_applies",
+]
 
 #: Keyword options of ``F.embedding`` that the verifier can exercise.
 EMBEDDING_OPTIONS: tuple[str, ...] = ("padding_idx", "max_norm", "scale_grad_by_freq", "sparse")
 #: Keyword options of ``F.embedding_bag`` that the verifier can exercise.
 BAG_OPTIONS: tuple[str, ...] = (*EMBEDDING_OPTIONS, "per_sample_weights", "include_last_offset")
+#: Keyword options that a sharded (DTensor) table takes: not ``sparse``, since a DTensor has a
+#: dense gradient.
+SHARDED_OPTIONS: tuple[str, ...] = ("padding_idx", "max_norm", "scale_grad_by_freq")
 #: The reductions of ``F.embedding_bag``, in shrinking order.
 BAG_MODES: tuple[str, ...] = ("sum", "mean", "max")
 #: Options that ``F.embedding_bag`` accepts with some modes only; the others take every mode.

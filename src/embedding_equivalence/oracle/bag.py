@@ -65,10 +65,10 @@ of ids after the last offset must be exactly zero.
 
 from __future__ import annotations
 
-import itertools
+import functools
 import math
 from collections import defaultdict
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, TypedDict
 
 import torch
 
@@ -76,27 +76,50 @@ from .._cases import Call
 from ..forms.options import BAG_MODES
 from .bounds import (
     U64,
-    exact_sum,
     gamma,
-    nan_max,
+    gammas,
     renorm_error_bound,
+    row_sums,
+    segment_sums,
     subnormal_loss,
-    sum_and_bound,
     unit_roundoff,
     within,
 )
-from .embedding import flat_ids, referenced_rows, renormed_table
+from .embedding import referenced_rows, renormed_table
 from .expected import ExpectedRows, RowDigests, table_as_it_was
 from .max_ties import search_assignment, tie_components
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
 __all__ = [
     "BagGradients",
+    "BagOptions",
     "BagOracle",
     "embedding_bag_error_bound",
     "embedding_bag_gradient_error_bound",
     "reference_embedding_bag",
     "reference_embedding_bag_grad",
 ]
+
+
+class BagOptions(TypedDict, total=False):
+    """The keyword arguments of ``F.embedding_bag``, under its own names: their one home.
+
+    [`BagOracle`][] and the four reference functions take ``input``, ``weight`` and
+    ``offsets`` as ``F.embedding_bag`` does and these by keyword, so that a call's keyword
+    arguments pass through unchanged. What each means, and its default, is documented once,
+    in [`reference_embedding_bag`][].
+    """
+
+    max_norm: float | None
+    norm_type: float
+    scale_grad_by_freq: bool
+    mode: str
+    sparse: bool
+    per_sample_weights: torch.Tensor | None
+    include_last_offset: bool
+    padding_idx: int | None
 
 
 class BagGradients(NamedTuple):
@@ -108,12 +131,17 @@ class BagGradients(NamedTuple):
     """Of the input's shape: of ``per_sample_weights`` (``None`` without them)."""
 
 
-def _column_sums(rows: list[list[float]], dim: int) -> list[float]:
-    return [exact_sum(col) for col in zip(*rows, strict=True)] if rows else [0.0] * dim
+def _zero_where_not_finite(bound: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+    """A non-finite exact value must be matched exactly: bound zero there."""
+    return torch.where(torch.isfinite(value), bound, torch.zeros_like(bound))
+
+
+# -- the call, parsed ------------------------------------------------------------------------
 
 
 def _check_bag_input(
     input: torch.Tensor,
+    ids: torch.Tensor,
     offsets: torch.Tensor | None,
     include_last_offset: bool,
     num_embeddings: int,
@@ -130,22 +158,21 @@ def _check_bag_input(
     elif input.dim() == 1:
         if offsets is None:
             raise ValueError("a 1-D input needs offsets")
-        offs = [int(o) for o in offsets.tolist()]
+        offs = offsets.detach().reshape(-1).to(device="cpu", dtype=torch.int64)
         n = input.shape[0]
-        if include_last_offset and not offs:
+        if include_last_offset and offs.numel() == 0:
             raise ValueError("include_last_offset=True needs at least one offset")
-        if not offs and n > 0:
+        if offs.numel() == 0 and n > 0:
             raise ValueError("no offsets, so no bags, but input holds ids")
-        if offs and offs[0] != 0:
-            raise ValueError(f"offsets[0] = {offs[0]} must be 0")
-        if any(b < a for a, b in itertools.pairwise(offs)):
+        if offs.numel() and int(offs[0]) != 0:
+            raise ValueError(f"offsets[0] = {int(offs[0])} must be 0")
+        if bool((offs.diff() < 0).any()):
             raise ValueError("offsets must be non-decreasing")
-        if offs and offs[-1] > n:
-            raise ValueError(f"offsets[-1] = {offs[-1]} is past the end of input ({n} ids)")
+        if offs.numel() and int(offs[-1]) > n:
+            raise ValueError(f"offsets[-1] = {int(offs[-1])} is past the end of input ({n} ids)")
     else:
         raise ValueError(f"input must be 1-D or 2-D, got shape {tuple(input.shape)}")
-    ids = flat_ids(input)
-    if any(not 0 <= v < num_embeddings for v in ids):
+    if bool(((ids < 0) | (ids >= num_embeddings)).any()):
         raise IndexError(f"an id lies outside [0, {num_embeddings})")
     if per_sample_weights is not None:
         if mode != "sum":
@@ -154,30 +181,43 @@ def _check_bag_input(
             raise ValueError("per_sample_weights must have the input's shape")
 
 
+def _bag_starts(
+    input: torch.Tensor, offsets: torch.Tensor | None, include_last_offset: bool
+) -> tuple[torch.Tensor, int]:
+    """``(starts, end)``: where each bag starts in the flat ids, and where the last one ends."""
+    if input.dim() == 2:
+        count, length = input.shape
+        return torch.arange(count, dtype=torch.int64) * length, count * length
+    assert offsets is not None
+    starts = offsets.detach().reshape(-1).to(device="cpu", dtype=torch.int64)
+    if include_last_offset:
+        return starts[:-1], int(starts[-1])
+    return starts, input.shape[0]
+
+
 class BagOracle:
     """The exact reference of one ``F.embedding_bag`` call (the ``Oracle`` seam).
 
-    The call is parsed once: the bags, the referenced rows (renormalized by ``max_norm``) and
-    the constants of the bounds. Takes ``F.embedding_bag``'s arguments; ``sparse`` (and any
-    other option that does not change the values) is accepted and ignored.
+    The call is parsed once, into tensors: the positions of each bag's ids (padding left
+    out), the referenced rows (renormalized by ``max_norm``) and the constants of the
+    bounds. Every answer is then computed for all bags and rows at once, with each exact sum
+    taken over a slice of terms sorted by bag or by row
+    ([`segment_sums`][embedding_equivalence.oracle.bounds.segment_sums]): no Python
+    loop over the ids or the bags, so 2**17 ids cost what their sorts and ``fsum``s cost.
+    This class is the entry point of the reference functions of this module.
 
     Args:
         input: ids, ``(N,)`` with ``offsets`` or ``(B, L)`` without, all in ``[0, V)``.
-        weight: the ``(V, D)`` table before the call, read here: its referenced rows, and
-            with ``max_norm`` the renormed rows and what tells the rows the call changes (a
-            copy, or a digest of each row of a large table; see
+        weight: the ``(V, D)`` table before the call (not modified), read here: its
+            referenced rows, and with ``max_norm`` the renormed rows and what tells the rows
+            the call changes (a copy, or a digest of each row of a large table; see
             [`table_as_it_was`][embedding_equivalence.oracle.expected.table_as_it_was]). The
             candidate may then renormalize the table in place.
-        offsets: bag starts (``(B + 1,)`` with ``include_last_offset``), or ``None``.
-        mode: ``"sum"``, ``"mean"`` or ``"max"``.
-        max_norm: renorm threshold, or ``None``.
-        norm_type: the ``p`` of the p-norm.
-        scale_grad_by_freq: divide row ``v``'s gradient by its count in the bags.
-        per_sample_weights: weights of the input's shape (``mode="sum"``), or ``None``.
-        include_last_offset: ``offsets`` ends with the end of the last bag.
-        padding_idx: row left out of every bag (negative counts from the end).
+        offsets: ``(B,)`` bag starts (``(B + 1,)`` with ``include_last_offset``), or ``None``
+            for a 2-D input.
         dtype: dtype the candidate computes in (default: the weight's).
-        **_: ignored options (``sparse``).
+        **options: ``F.embedding_bag``'s keyword arguments, [`BagOptions`][]. Other keys (a
+            candidate's own options, which do not change the values) are ignored.
 
     Raises:
         ValueError: offsets, ranks, mode or ``per_sample_weights`` that the reference refuses.
@@ -192,76 +232,70 @@ class BagOracle:
         weight: torch.Tensor,
         offsets: torch.Tensor | None = None,
         *,
-        mode: str = "mean",
-        max_norm: float | None = None,
-        norm_type: float = 2.0,
-        scale_grad_by_freq: bool = False,
-        per_sample_weights: torch.Tensor | None = None,
-        include_last_offset: bool = False,
-        padding_idx: int | None = None,
         dtype: torch.dtype | None = None,
-        **_: Any,
+        **options: Unpack[BagOptions],
     ) -> None:
+        mode = options.get("mode", "mean")
+        max_norm = options.get("max_norm")
+        norm_type = options.get("norm_type", 2.0)
+        per_sample_weights = options.get("per_sample_weights")
+        include_last_offset = options.get("include_last_offset", False)
+        padding_idx = options.get("padding_idx")
         num_embeddings, dim = weight.shape
+        flat = input.detach().reshape(-1).to(device="cpu", dtype=torch.int64)
         _check_bag_input(
-            input, offsets, include_last_offset, num_embeddings, mode, per_sample_weights
+            input, flat, offsets, include_last_offset, num_embeddings, mode, per_sample_weights
         )
         if padding_idx is not None and padding_idx < 0:
             padding_idx += num_embeddings
-        ids = flat_ids(input)
-        if input.dim() == 2:
-            count, length = input.shape
-            starts = [b * length for b in range(count)]
-            end = count * length
-        else:
-            assert offsets is not None
-            starts = [int(o) for o in offsets.tolist()]
-            end = len(ids)
-            if include_last_offset:
-                end, starts = starts[-1], starts[:-1]
-        bounds = [*starts[1:], end] if starts else []
+        starts, end = _bag_starts(input, offsets, include_last_offset)
         self.mode = mode
         self.dim = dim
         self.num_embeddings = num_embeddings
         self.input_shape = tuple(input.shape)
-        self.ids = ids
         self.padding = padding_idx
-        self.scale_grad_by_freq = scale_grad_by_freq
-        #: positions of the non-padding entries of each bag
-        self.bags = [
-            [i for i in range(lo, hi) if ids[i] != padding_idx]
-            for lo, hi in zip(starts, bounds, strict=True)
-        ]
-        self.sample_weights: list[float] | None = None
-        if per_sample_weights is not None:
-            weights = per_sample_weights.detach().reshape(-1).cpu().tolist()
-            self.sample_weights = [float(x) for x in weights]
+        self.scale_grad_by_freq = options.get("scale_grad_by_freq", False)
+        self._flat = flat
+        # Every id before `end` lies in a bag (offsets start at 0): the bag of each is the last
+        # bag that starts at or before it (empty bags start where the next one does).
+        bag_of = torch.searchsorted(starts, torch.arange(end, dtype=torch.int64), right=True) - 1
+        keep = (
+            torch.ones(end, dtype=torch.bool) if padding_idx is None else flat[:end] != padding_idx
+        )
+        #: ``(M,)`` positions in the flat ids of the ids that count (in a bag, not padding),
+        #: in order, so grouped by bag
+        self.positions = torch.nonzero(keep).reshape(-1)
+        #: ``(M,)`` the bag of each position
+        self.bag_of = bag_of[self.positions]
+        #: ``(B,)`` how many ids count in each bag
+        self.lengths = torch.bincount(self.bag_of, minlength=starts.shape[0])
+        ids = flat[self.positions]
+        #: ``(R,)`` the rows that some bag references, sorted
+        self.row_ids, row_of = torch.unique(ids, sorted=True, return_inverse=True)
+        #: ``(M,)`` the index in ``row_ids`` of each position's row
+        self.row_of = row_of.reshape(-1)
+        referenced = self.row_ids.tolist()
+        #: ``(R, D)`` the (renormalized) float64 rows of ``row_ids``
+        self.values = referenced_rows(weight, referenced, max_norm, norm_type)
+        psw = per_sample_weights
+        self.sample_weights = None if psw is None else psw.detach().reshape(-1).cpu().double()
         self._weight = weight
         self._max_norm = max_norm
         self._norm_type = norm_type
         self._table: torch.Tensor | None = None
-        referenced = sorted({ids[i] for bag in self.bags for i in bag})
-        #: the (renormalized) float64 rows of the table that some bag references
-        values = referenced_rows(weight, referenced, max_norm, norm_type).tolist()
-        self.rows: dict[int, list[float]] = dict(zip(referenced, values, strict=True))
         dt = dtype or weight.dtype
-        self.renorm_bounds: dict[int, list[float]] | None = None
+        #: ``(R, D)`` bounds of the renorm's rounding (zero where the entry is not finite;
+        #: infinite where no bound exists: (D + 3) u >= 1, every value passes there), or None
+        self.renorm_bounds: torch.Tensor | None = None
         if max_norm is not None and referenced:
             originals = referenced_rows(weight, referenced, None, norm_type)
             bound = renorm_error_bound(originals, max_norm, dt)
-            # Zero where the entry itself is not finite; infinite where no bound exists
-            # ((D + 3) u >= 1: every value passes there).
-            self.renorm_bounds = {
-                v: [b if math.isfinite(w) else 0.0 for b, w in zip(brow, wrow, strict=True)]
-                for v, brow, wrow in zip(
-                    referenced, bound.tolist(), originals.tolist(), strict=True
-                )
-            }
+            self.renorm_bounds = _zero_where_not_finite(bound, originals)
         self.dtype = dt
         self._renormed: tuple[list[int], torch.Tensor, torch.Tensor] | None = None
         self._before: torch.Tensor | RowDigests | None = None
         if max_norm is not None:  # read now: the candidate renormalizes the table in place
-            every = sorted(set(ids))
+            every = torch.unique(flat).tolist()
             self._renormed = (
                 every,
                 referenced_rows(weight, every, max_norm, norm_type),
@@ -272,10 +306,6 @@ class BagOracle:
         self.eta = subnormal_loss(dt)
         #: extra roundings per term (besides the k of a plain sum)
         self.extra_roundings = 2 if mode == "mean" else int(self.sample_weights is not None)
-        #: how often each row occurs in the bags (scale_grad_by_freq's divisor)
-        self.counts: dict[int, int] = defaultdict(int)
-        for i in range(end):
-            self.counts[ids[i]] += 1
 
     @property
     def table(self) -> torch.Tensor:
@@ -285,7 +315,8 @@ class BagOracle:
         weight nothing modifies; the judge asks [`renormed`][] instead.
         """
         if self._table is None:
-            self._table = renormed_table(self._weight, self.ids, self._max_norm, self._norm_type)
+            ids = self._flat.tolist()
+            self._table = renormed_table(self._weight, ids, self._max_norm, self._norm_type)
         return self._table
 
     # -- the Oracle seam ----------------------------------------------------------------------
@@ -330,70 +361,68 @@ class BagOracle:
         """The gradient of ``per_sample_weights`` and its bound, or ``None`` without them."""
         return None if self.sample_weights is None else self.psw_grad(grad_output)
 
-    def _coefficient(self, i: int) -> float:
-        return 1.0 if self.sample_weights is None else self.sample_weights[i]
+    # -- the terms -----------------------------------------------------------------------------
 
-    def _renorm_bound(self, v: int) -> list[float]:
-        return self.renorm_bounds[v] if self.renorm_bounds is not None else [0.0] * self.dim
+    def _entries(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(x, r)``: the ``(M, D)`` values of the positions' rows and their renorm bounds."""
+        x = self.values[self.row_of]
+        if self.renorm_bounds is None:
+            return x, torch.zeros_like(x)
+        return x, self.renorm_bounds[self.row_of]
+
+    def _coefficients(self) -> torch.Tensor | None:
+        """``(M,)`` the ``per_sample_weights`` of the positions, or ``None`` (all ones)."""
+        return None if self.sample_weights is None else self.sample_weights[self.positions]
+
+    def _upstream(self, grad_output: torch.Tensor) -> torch.Tensor:
+        """``(B, D)`` float64 CPU copy of the upstream gradient."""
+        g = grad_output.detach().to(device="cpu", dtype=torch.float64)
+        return g.reshape(self.lengths.shape[0], self.dim)
 
     # -- forward -----------------------------------------------------------------------------
 
     def forward(self) -> tuple[torch.Tensor, torch.Tensor]:
         """``(out, bound)``, both ``(B, D)`` float64."""
-        dim, u, eta, s = self.dim, self.u, self.eta, self.extra_roundings
-        out: list[list[float]] = []
-        bound: list[list[float]] = []
-        for bag in self.bags:
-            k = len(bag)
-            if k == 0:
-                out.append([0.0] * dim)
-                bound.append([0.0] * dim)
-                continue
-            xs = [self.rows[self.ids[i]] for i in bag]
-            rbs = [self._renorm_bound(self.ids[i]) for i in bag]
-            if self.mode == "max":
-                values = [nan_max(col) for col in zip(*xs, strict=True)]
-                slack = [max(col) for col in zip(*rbs, strict=True)]
-            else:
-                cs = [self._coefficient(i) for i in bag]
-                values = _column_sums(
-                    [[c * x for x in row] for c, row in zip(cs, xs, strict=True)], dim
-                )
-                mag = _column_sums(
-                    [
-                        [abs(c) * (abs(x) + r) for x, r in zip(row, rr, strict=True)]
-                        for c, row, rr in zip(cs, xs, rbs, strict=True)
-                    ],
-                    dim,
-                )
-                pert = _column_sums(
-                    [[abs(c) * r for r in rr] for c, rr in zip(cs, rbs, strict=True)], dim
-                )
-                if self.mode == "mean":
-                    values = [x / k for x in values]
-                    mag = [x / k for x in mag]
-                    pert = [x / k for x in pert]
-                g = gamma(k + s, u) + gamma(s + 1, U64)
-                slack = [g * a + r + (k + s) * eta for a, r in zip(mag, pert, strict=True)]
-            out.append(values)
-            bound.append(
-                [b if math.isfinite(y) else 0.0 for y, b in zip(values, slack, strict=True)]
-            )
-        shape = (len(self.bags), dim)
-        return (
-            torch.tensor(out, dtype=torch.float64).reshape(shape),
-            torch.tensor(bound, dtype=torch.float64).reshape(shape),
+        x, r = self._entries()
+        k = self.lengths
+        count = k.shape[0]
+        if self.mode == "max":
+            return self._max_forward(x, r)
+        c = self._coefficients()
+        s = self.extra_roundings
+        terms = x if c is None else c[:, None] * x
+        magnitudes = x.abs() + r if c is None else c.abs()[:, None] * (x.abs() + r)
+        values = segment_sums(terms, k)
+        mag = segment_sums(magnitudes, k)
+        pert = (
+            torch.zeros(count, self.dim, dtype=torch.float64)
+            if self.renorm_bounds is None
+            else segment_sums(r if c is None else c.abs()[:, None] * r, k)
         )
+        if self.mode == "mean":
+            kf = k.clamp(min=1).to(torch.float64)[:, None]
+            values, mag, pert = values / kf, mag / kf, pert / kf
+        g = gammas(k + s, self.u) + gamma(s + 1, U64)
+        slack = g[:, None] * mag + pert + ((k + s).to(torch.float64) * self.eta)[:, None]
+        bound = _zero_where_not_finite(slack, values)
+        empty = k == 0
+        values[empty], bound[empty] = 0.0, 0.0
+        return values, bound
+
+    def _max_forward(self, x: torch.Tensor, r: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The column maxima of each bag (NaN if the column holds one), bound: max ``r``."""
+        count = self.lengths.shape[0]
+        index = self.bag_of[:, None].expand_as(x)
+        top = torch.zeros(count, self.dim, dtype=torch.float64)
+        top.scatter_reduce_(0, index, x, "amax", include_self=False)
+        nan = torch.zeros(count, self.dim, dtype=torch.float64)
+        nan.index_add_(0, self.bag_of, x.isnan().to(torch.float64))
+        top[nan > 0] = math.nan
+        slack = torch.zeros(count, self.dim, dtype=torch.float64)
+        slack.scatter_reduce_(0, index, r, "amax", include_self=False)
+        return top, _zero_where_not_finite(slack, top)
 
     # -- backward ----------------------------------------------------------------------------
-
-    def _occurrences(self) -> dict[int, list[tuple[int, int]]]:
-        """Row -> ``(bag, position)`` of each of its occurrences in a bag."""
-        occ: dict[int, list[tuple[int, int]]] = defaultdict(list)
-        for b, bag in enumerate(self.bags):
-            for i in bag:
-                occ[self.ids[i]].append((b, i))
-        return occ
 
     def weight_grad_rows(
         self, grad_output: torch.Tensor
@@ -402,44 +431,63 @@ class BagOracle:
 
         Every other row's gradient must be exactly zero. ``max``: first maximum of each bag.
         """
-        rows = sorted(self.rows)
-        position = {v: r for r, v in enumerate(rows)}
-        g = grad_output.detach().to(device="cpu", dtype=torch.float64).tolist()
-        grad = [[0.0] * self.dim for _ in rows]
-        bound = [[0.0] * self.dim for _ in rows]
+        rows = self.row_ids.tolist()
+        g = self._upstream(grad_output)
         if self.mode == "max":
-            for d in range(self.dim):
-                terms: dict[int, list[float]] = defaultdict(list)
-                for b, (cands, _) in enumerate(self._max_candidates(d)):
-                    if cands:
-                        terms[cands[0]].append(g[b][d])
-                for v, ts in terms.items():
-                    r = position[v]
-                    grad[r][d], bound[r][d] = sum_and_bound(ts, 0, self.u, self.eta)
-        else:
-            s = self.extra_roundings + (2 if self.scale_grad_by_freq else 0)
-            for v, occ in self._occurrences().items():
-                k = len(occ)
-                if self.mode == "mean":
-                    terms_ = [[x / len(self.bags[b]) for x in g[b]] for b, _ in occ]
-                else:
-                    terms_ = [[self._coefficient(i) * x for x in g[b]] for b, i in occ]
-                sums = _column_sums(terms_, self.dim)
-                mags = _column_sums([[abs(x) for x in row] for row in terms_], self.dim)
-                div = self.counts[v] if self.scale_grad_by_freq else 1
-                gam = gamma(k + s, self.u) + gamma(s + 1, U64)
-                r = position[v]
-                grad[r] = [x / div for x in sums]
-                bound[r] = [
-                    gam * m / div + (k + s) * self.eta if math.isfinite(x) else 0.0
-                    for x, m in zip(sums, mags, strict=True)
-                ]
-        shape = (len(rows), self.dim)
-        return (
-            rows,
-            torch.tensor(grad, dtype=torch.float64).reshape(shape),
-            torch.tensor(bound, dtype=torch.float64).reshape(shape),
-        )
+            grad, bound = self._max_grad(g, self._first_maxima())
+            return rows, grad, bound
+        s = self.extra_roundings + (2 if self.scale_grad_by_freq else 0)
+        terms = g[self.bag_of]
+        c = self._coefficients()
+        if self.mode == "mean":
+            terms = terms / self.lengths[self.bag_of].to(torch.float64)[:, None]
+        elif c is not None:
+            terms = c[:, None] * terms
+        order = torch.sort(self.row_of, stable=True).indices
+        k = torch.bincount(self.row_of, minlength=len(rows))
+        sums = segment_sums(terms[order], k)
+        mags = segment_sums(terms[order].abs(), k)
+        # Every id before the end lies in a bag, so a row's count in the input up to the end
+        # (scale_grad_by_freq's divisor) is its number of occurrences k.
+        div = k.to(torch.float64)[:, None] if self.scale_grad_by_freq else 1.0
+        gam = gammas(k + s, self.u) + gamma(s + 1, U64)
+        grad = sums / div
+        slack = gam[:, None] * mags / div + ((k + s).to(torch.float64) * self.eta)[:, None]
+        return rows, grad, _zero_where_not_finite(slack, sums)
+
+    def _first_maxima(self) -> torch.Tensor:
+        """``(B, D)``: per bag and column, the first position that holds the maximum.
+
+        An index into ``positions`` (the first NaN if the column holds one); ``M`` for an
+        empty bag.
+        """
+        x, r = self._entries()
+        top, _ = self._max_forward(x, r)
+        m = x.shape[0]
+        at = top[self.bag_of]
+        is_max = (x == at) | (x.isnan() & at.isnan())
+        where = torch.arange(m, dtype=torch.int64)[:, None].expand_as(x)
+        first = torch.full((self.lengths.shape[0], self.dim), m, dtype=torch.int64)
+        candidates = torch.where(is_max, where, torch.full_like(where, m))
+        first.scatter_reduce_(0, self.bag_of[:, None].expand_as(x), candidates, "amin")
+        return first
+
+    def _max_grad(self, g: torch.Tensor, first: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each bag's ``G[b, d]`` to the row of ``first[b, d]``: ``(R, D)`` sums and bounds."""
+        rows = self.row_ids.shape[0]
+        filled = self.lengths > 0
+        winner = self.row_of[first[filled]]  # (B', D): the row that takes G[b, d]
+        column = torch.arange(self.dim, dtype=torch.int64).expand_as(winner)
+        key = (winner * self.dim + column).reshape(-1)
+        terms = g[filled].reshape(-1)
+        order = torch.sort(key, stable=True).indices
+        k = torch.bincount(key, minlength=rows * self.dim)
+        sums = segment_sums(terms[order][:, None], k)[:, 0]
+        mags = segment_sums(terms[order].abs()[:, None], k)[:, 0]
+        gam = gammas(k, self.u) + gamma(1, U64)
+        slack = gam * mags + k.to(torch.float64) * self.eta
+        bound = _zero_where_not_finite(slack, sums)
+        return sums.reshape(rows, self.dim), bound.reshape(rows, self.dim)
 
     def full(self, rows: list[int], *compact: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Scatter ``(R, D)`` tensors of ``rows`` into ``(V, D)`` zeros."""
@@ -459,27 +507,58 @@ class BagOracle:
 
     def psw_grad(self, grad_output: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(grad, bound)`` of ``per_sample_weights``, of the input's shape."""
-        g = grad_output.detach().to(device="cpu", dtype=torch.float64).tolist()
-        n = len(self.ids)
-        grad = [0.0] * n
-        bound = [0.0] * n
+        x, r = self._entries()
+        g = self._upstream(grad_output)[self.bag_of]
         d = self.dim
+        value = row_sums(x * g)
+        mag = row_sums((x.abs() + r) * g.abs())
+        pert = row_sums(r * g.abs())
         gam = gamma(d + 1, self.u) + gamma(2, U64)
-        for b, bag in enumerate(self.bags):
-            for i in bag:
-                x, r = self.rows[self.ids[i]], self._renorm_bound(self.ids[i])
-                value = exact_sum(a * c for a, c in zip(x, g[b], strict=True))
-                mag = exact_sum((abs(a) + e) * abs(c) for a, e, c in zip(x, r, g[b], strict=True))
-                pert = exact_sum(e * abs(c) for e, c in zip(r, g[b], strict=True))
-                grad[i] = value
-                bound[i] = gam * mag + pert + (d + 1) * self.eta if math.isfinite(value) else 0.0
-        shape = self.input_shape
-        return (
-            torch.tensor(grad, dtype=torch.float64).reshape(shape),
-            torch.tensor(bound, dtype=torch.float64).reshape(shape),
-        )
+        bound = _zero_where_not_finite(gam * mag + pert + (d + 1) * self.eta, value)
+        n = self._flat.shape[0]
+        grad = torch.zeros(n, dtype=torch.float64)
+        slack = torch.zeros(n, dtype=torch.float64)
+        grad[self.positions], slack[self.positions] = value, bound
+        return grad.reshape(self.input_shape), slack.reshape(self.input_shape)
 
     # -- max: ties ---------------------------------------------------------------------------
+
+    @functools.cached_property
+    def _bag_lists(self) -> list[list[tuple[int, list[float], list[float]]]]:
+        """Per bag, ``(row, values, renorm bounds)`` of each of its entries, in order."""
+        x, r = self._entries()
+        rows = self.row_ids[self.row_of].tolist()
+        entries = list(zip(rows, x.tolist(), r.tolist(), strict=True))
+        bags, at = [], 0
+        for k in self.lengths.tolist():
+            bags.append(entries[at : at + k])
+            at += k
+        return bags
+
+    def _tied_columns(self) -> list[int]:
+        """The columns in which some bag has more than one row that may hold its maximum."""
+        x, r = self._entries()
+        top, _ = self._max_forward(x, r)
+        at = top[self.bag_of]
+        count = self.lengths.shape[0]
+        index = self.bag_of[:, None].expand_as(x)
+        floor = torch.zeros(count, self.dim, dtype=torch.float64)
+        floor.scatter_reduce_(0, index, x - r, "amax", include_self=False)
+        nan = at.isnan()
+        exact = torch.where(nan, x.isnan(), x == at)
+        near = ~nan & (x != at) & (x + r >= floor[self.bag_of])
+        chosen = exact | near
+        # Distinct rows among each bag's candidates: the smallest and the largest differ.
+        big = self.row_ids.shape[0]
+        row = self.row_of[:, None].expand_as(x)
+        low = torch.full((count, self.dim), big, dtype=torch.int64)
+        low.scatter_reduce_(0, index, torch.where(chosen, row, torch.full_like(row, big)), "amin")
+        high = torch.full((count, self.dim), -1, dtype=torch.int64)
+        high.scatter_reduce_(0, index, torch.where(chosen, row, torch.full_like(row, -1)), "amax")
+        tied = ((high > low) & (high >= 0)).any(0)
+        # A NaN in x - r or x + r (an infinite row renormed) compares as nothing: search there.
+        unclear = (x - r).isnan().any(0) | (x + r).isnan().any(0)
+        return torch.nonzero(tied | unclear).reshape(-1).tolist()
 
     def _max_candidates(self, d: int) -> list[tuple[list[int], int]]:
         """Per bag, the distinct rows that may hold its maximum in column ``d``.
@@ -490,11 +569,8 @@ class BagOracle:
         empty bag gives ``([], -1)``.
         """
         result: list[tuple[list[int], int]] = []
-        for bag in self.bags:
-            entries = [
-                (self.ids[i], self.rows[self.ids[i]][d], self._renorm_bound(self.ids[i])[d])
-                for i in bag
-            ]
+        for bag in self._bag_lists:
+            entries = [(v, x[d], r[d]) for v, x, r in bag]
             if not entries:
                 result.append(([], -1))
                 continue
@@ -518,13 +594,13 @@ class BagOracle:
         first-maximum assignment and, for each component of tied bags whose rows do not
         match, searches for another assignment; the first one that matches replaces the
         default. Components without a match keep the default, so that the comparison reports
-        them.
+        them. Only the columns with ties are searched (found for all bags at once).
         """
         rows, grad, bound = self.weight_grad_rows(grad_output)
         position = {v: r for r, v in enumerate(rows)}
-        g = grad_output.detach().to(device="cpu", dtype=torch.float64).tolist()
+        g = self._upstream(grad_output).tolist()
         target_rows = actual.detach().to(device="cpu", dtype=torch.float64)
-        for d in range(self.dim):
+        for d in self._tied_columns():
             cands = self._max_candidates(d)
             tied = [(g[b][d], c, last) for b, (c, last) in enumerate(cands) if len(c) > 1]
             if not tied:
@@ -549,18 +625,31 @@ class BagOracle:
         return rows, grad, bound
 
 
+# -- the reference functions: one BagOracle each -------------------------------------------------
+
+_OPTION_NAMES = frozenset(BagOptions.__annotations__)
+
+
+def _oracle(
+    name: str,
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    offsets: torch.Tensor | None,
+    options: BagOptions,
+    dtype: torch.dtype | None = None,
+) -> BagOracle:
+    """The [`BagOracle`][] of a reference function's call; a misspelt option is an error."""
+    unknown = sorted(set(options) - _OPTION_NAMES)
+    if unknown:
+        raise TypeError(f"{name}() got an unexpected keyword argument {unknown[0]!r}")
+    return BagOracle(input, weight, offsets, dtype=dtype, **options)
+
+
 def reference_embedding_bag(
     input: torch.Tensor,
     weight: torch.Tensor,
     offsets: torch.Tensor | None = None,
-    max_norm: float | None = None,
-    norm_type: float = 2.0,
-    scale_grad_by_freq: bool = False,
-    mode: str = "mean",
-    sparse: bool = False,
-    per_sample_weights: torch.Tensor | None = None,
-    include_last_offset: bool = False,
-    padding_idx: int | None = None,
+    **options: Unpack[BagOptions],
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The exact bag reduction in float64 on the CPU, and the table after ``max_norm``.
 
@@ -571,33 +660,37 @@ def reference_embedding_bag(
     Empty bags, and bags of padding only, give zeros. With ``max_norm`` every row referenced
     anywhere in ``input`` is renormalized first, as ``F.embedding_bag`` does.
 
+    The arguments are the same for the four reference functions (and ``BagOracle``) and
+    are described here once.
+
     Args:
         input: ids, ``(N,)`` with ``offsets`` or ``(B, L)`` without, all in ``[0, V)``.
         weight: ``(V, D)`` floating table (not modified).
-        offsets: ``(B,)`` bag starts (``(B + 1,)`` with ``include_last_offset``).
-        max_norm: renormalize the referenced rows whose ``norm_type``-norm exceeds it.
-        norm_type: the ``p`` of the p-norm.
-        scale_grad_by_freq: ignored by the forward.
-        mode: ``"sum"``, ``"mean"`` or ``"max"``.
-        sparse: ignored by the forward.
-        per_sample_weights: weights of the input's shape (``mode="sum"`` only).
-        include_last_offset: ``offsets`` ends with the end of the last bag.
-        padding_idx: row left out of every bag (negative counts from the end).
+        offsets: ``(B,)`` bag starts (``(B + 1,)`` with ``include_last_offset``), or ``None``
+            for a 2-D input.
+        **options: ``F.embedding_bag``'s keyword arguments (``BagOptions``), each optional
+            (its default in parentheses). ``max_norm``: renormalize every row referenced
+            anywhere in ``input`` whose ``norm_type``-norm exceeds it, first, as
+            ``F.embedding_bag`` does (``None``: no renorm). ``norm_type``: the ``p`` of the
+            p-norm (``2.0``). ``scale_grad_by_freq``: divide row ``v``'s gradient by how
+            often ``v`` occurs in the bags (``False``); the forward does not depend on it.
+            ``mode``: ``"sum"``, ``"mean"`` or ``"max"`` (``"mean"``). ``sparse``: ignored,
+            a sparse gradient has the same values (``False``). ``per_sample_weights``:
+            weights of the input's shape, ``mode="sum"`` only (``None``).
+            ``include_last_offset``: ``offsets`` ends with the end of the last bag
+            (``False``). ``padding_idx``: row left out of every bag; negative counts from
+            the end (``None``).
 
     Returns:
         ``(out, table)``: ``out`` of shape ``(B, D)`` and the (renormalized) ``(V, D)``
         table, both float64 on the CPU.
 
     Raises:
+        TypeError: a keyword argument that ``F.embedding_bag`` does not take.
         ValueError: offsets, ranks, mode or ``per_sample_weights`` that the reference refuses.
         IndexError: an id outside ``[0, V)``.
     """
-    del sparse  # the values are the same
-    problem = BagOracle(
-        input, weight, offsets, mode=mode, max_norm=max_norm, norm_type=norm_type,
-        per_sample_weights=per_sample_weights, include_last_offset=include_last_offset,
-        padding_idx=padding_idx, scale_grad_by_freq=scale_grad_by_freq,
-    )  # fmt: skip
+    problem = _oracle("reference_embedding_bag", input, weight, offsets, options)
     return problem.forward()[0], problem.table
 
 
@@ -605,48 +698,29 @@ def embedding_bag_error_bound(
     input: torch.Tensor,
     weight: torch.Tensor,
     offsets: torch.Tensor | None = None,
-    max_norm: float | None = None,
-    norm_type: float = 2.0,
-    scale_grad_by_freq: bool = False,
-    mode: str = "mean",
-    sparse: bool = False,
-    per_sample_weights: torch.Tensor | None = None,
-    include_last_offset: bool = False,
-    padding_idx: int | None = None,
     *,
     dtype: torch.dtype | None = None,
+    **options: Unpack[BagOptions],
 ) -> torch.Tensor:
     """Per-element bound on ``|out - exact|`` for a bag reduction computed in ``dtype``.
 
     ``(gamma_{k+s}(u) + gamma_{s+1}(u_64)) A + R + (k + s) eta`` for a bag of ``k``
     non-padding ids, with ``s = 0`` (sum), ``1`` (with ``per_sample_weights``) or ``2``
     (mean); zero for ``max`` without ``max_norm``, for empty bags and where the exact value is
-    not finite. See the module documentation for the derivation.
+    not finite. ``max_norm`` adds the renorm perturbation ``R``. See the module documentation
+    for the derivation.
 
     Args:
         input: ids, as for [`reference_embedding_bag`][].
         weight: ``(V, D)`` table before any renorm.
-        offsets: bag starts.
-        max_norm: renorm threshold (adds the renorm perturbation ``R``).
-        norm_type: the ``p`` of the p-norm.
-        scale_grad_by_freq: ignored.
-        mode: ``"sum"``, ``"mean"`` or ``"max"``.
-        sparse: ignored.
-        per_sample_weights: weights of the input's shape.
-        include_last_offset: ``offsets`` ends with the end of the last bag.
-        padding_idx: row left out of every bag.
+        offsets: bag starts, as for [`reference_embedding_bag`][].
         dtype: dtype the candidate computes in (default: the weight's).
+        **options: as for [`reference_embedding_bag`][].
 
     Returns:
         ``(B, D)`` float64 bounds on the CPU.
     """
-    del sparse  # the values are the same
-    problem = BagOracle(
-        input, weight, offsets, mode=mode, max_norm=max_norm, norm_type=norm_type,
-        per_sample_weights=per_sample_weights, include_last_offset=include_last_offset,
-        padding_idx=padding_idx, scale_grad_by_freq=scale_grad_by_freq, dtype=dtype,
-    )  # fmt: skip
-    return problem.forward()[1]
+    return _oracle("embedding_bag_error_bound", input, weight, offsets, options, dtype).forward()[1]
 
 
 def reference_embedding_bag_grad(
@@ -654,14 +728,7 @@ def reference_embedding_bag_grad(
     weight: torch.Tensor,
     grad_output: torch.Tensor,
     offsets: torch.Tensor | None = None,
-    max_norm: float | None = None,
-    norm_type: float = 2.0,
-    scale_grad_by_freq: bool = False,
-    mode: str = "mean",
-    sparse: bool = False,
-    per_sample_weights: torch.Tensor | None = None,
-    include_last_offset: bool = False,
-    padding_idx: int | None = None,
+    **options: Unpack[BagOptions],
 ) -> BagGradients:
     """The gradients of a bag call in float64, with exactly rounded sums.
 
@@ -679,28 +746,16 @@ def reference_embedding_bag_grad(
         weight: ``(V, D)`` table before any renorm (``max`` and ``per_sample_weights`` need
             its values).
         grad_output: ``(B, D)`` upstream gradient.
-        offsets: bag starts.
-        max_norm: renorm threshold.
-        norm_type: the ``p`` of the p-norm.
-        scale_grad_by_freq: divide row ``v`` by how often ``v`` occurs in the bags.
-        mode: ``"sum"``, ``"mean"`` or ``"max"``.
-        sparse: ignored (the values are the same).
-        per_sample_weights: weights of the input's shape.
-        include_last_offset: ``offsets`` ends with the end of the last bag.
-        padding_idx: row left out of every bag.
+        offsets: bag starts, as for [`reference_embedding_bag`][].
+        **options: as for [`reference_embedding_bag`][].
 
     Returns:
         [`BagGradients`][] of the table ``(V, D)`` and of ``per_sample_weights`` (or
         ``None``), float64 on the CPU.
     """
-    del sparse  # the values are the same
-    problem = BagOracle(
-        input, weight, offsets, mode=mode, max_norm=max_norm, norm_type=norm_type,
-        per_sample_weights=per_sample_weights, include_last_offset=include_last_offset,
-        padding_idx=padding_idx, scale_grad_by_freq=scale_grad_by_freq,
-    )  # fmt: skip
+    problem = _oracle("reference_embedding_bag_grad", input, weight, offsets, options)
     grad, _ = problem.weight_grad_full(grad_output)
-    psw = problem.psw_grad(grad_output)[0] if per_sample_weights is not None else None
+    psw = problem.psw_grad(grad_output)[0] if problem.sample_weights is not None else None
     return BagGradients(grad, psw)
 
 
@@ -709,16 +764,9 @@ def embedding_bag_gradient_error_bound(
     weight: torch.Tensor,
     grad_output: torch.Tensor,
     offsets: torch.Tensor | None = None,
-    max_norm: float | None = None,
-    norm_type: float = 2.0,
-    scale_grad_by_freq: bool = False,
-    mode: str = "mean",
-    sparse: bool = False,
-    per_sample_weights: torch.Tensor | None = None,
-    include_last_offset: bool = False,
-    padding_idx: int | None = None,
     *,
     dtype: torch.dtype | None = None,
+    **options: Unpack[BagOptions],
 ) -> BagGradients:
     """Per-element bounds on the gradients of [`reference_embedding_bag_grad`][].
 
@@ -734,26 +782,15 @@ def embedding_bag_gradient_error_bound(
         input: ids, as for [`reference_embedding_bag`][].
         weight: ``(V, D)`` table before any renorm.
         grad_output: ``(B, D)`` upstream gradient.
-        offsets: bag starts.
-        max_norm: renorm threshold.
-        norm_type: the ``p`` of the p-norm.
-        scale_grad_by_freq: whether the gradient is divided by the counts.
-        mode: ``"sum"``, ``"mean"`` or ``"max"``.
-        sparse: ignored.
-        per_sample_weights: weights of the input's shape.
-        include_last_offset: ``offsets`` ends with the end of the last bag.
-        padding_idx: row left out of every bag.
+        offsets: bag starts, as for [`reference_embedding_bag`][].
         dtype: dtype the candidate computes in (default: the weight's).
+        **options: as for [`reference_embedding_bag`][].
 
     Returns:
         [`BagGradients`][] of float64 bounds on the CPU.
     """
-    del sparse  # the values are the same
-    problem = BagOracle(
-        input, weight, offsets, mode=mode, max_norm=max_norm, norm_type=norm_type,
-        per_sample_weights=per_sample_weights, include_last_offset=include_last_offset,
-        padding_idx=padding_idx, scale_grad_by_freq=scale_grad_by_freq, dtype=dtype,
-    )  # fmt: skip
+    name = "embedding_bag_gradient_error_bound"
+    problem = _oracle(name, input, weight, offsets, options, dtype)
     _, bound = problem.weight_grad_full(grad_output)
-    psw = problem.psw_grad(grad_output)[1] if per_sample_weights is not None else None
+    psw = problem.psw_grad(grad_output)[1] if problem.sample_weights is not None else None
     return BagGradients(bound, psw)

@@ -18,8 +18,11 @@ __all__ = [
     "U64",
     "exact_sum",
     "gamma",
+    "gammas",
     "nan_max",
     "renorm_error_bound",
+    "row_sums",
+    "segment_sums",
     "sum_and_bound",
     "subnormal_loss",
     "unit_roundoff",
@@ -62,6 +65,12 @@ def gamma(k: int, u: float) -> float:
     return math.inf if ku >= 1 else ku / (1 - ku)
 
 
+def gammas(k: torch.Tensor, u: float) -> torch.Tensor:
+    """[`gamma`][] of each count in ``k``, as float64 (the same roundings, so the same values)."""
+    ku = k.to(torch.float64) * u
+    return torch.where(ku < 1, ku / (1 - ku), torch.full_like(ku, math.inf))
+
+
 def subnormal_loss(dtype: torch.dtype) -> float:
     """``eta``: the most a rounding into the subnormal range of ``dtype`` can lose (half its step).
 
@@ -77,17 +86,58 @@ def subnormal_loss(dtype: torch.dtype) -> float:
 
 def exact_sum(values: Iterable[float]) -> float:
     """The correctly rounded sum; ``nan`` for ``inf - inf``, ``+-inf`` beyond float64's range."""
-    vals = list(values)
+    vals = values if isinstance(values, list) else list(values)
     try:
         return math.fsum(vals)
     except ValueError:  # inf + -inf
         return math.nan
     except OverflowError:  # an intermediate sum left float64's range: redo it exactly
+        special = {x for x in vals if not math.isfinite(x)}  # fsum raised before it saw them
+        if special:  # nan, inf - inf, or one infinity
+            return special.pop() if len(special) == 1 else math.nan
         total = sum((Fraction(x) for x in vals), Fraction(0))
         try:
             return float(total)
         except OverflowError:
-            return math.copysign(math.inf, total)
+            return math.inf if total > 0 else -math.inf
+
+
+def segment_sums(values: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+    """Exactly rounded column sums of consecutive groups of rows of ``values``.
+
+    Args:
+        values: ``(M, L)`` float64, the rows of each group next to each other.
+        counts: ``(S,)`` rows in each group (``counts.sum() == M``; zeros allowed).
+
+    Returns:
+        ``(S, L)``: row ``s`` is the correctly rounded sum of group ``s``'s rows, column by
+        column (as [`exact_sum`][]: ``nan`` for ``inf - inf``); an empty group sums to zero.
+        A group of one row is that row and a group of two is one float64 addition, which is
+        correctly rounded; only longer groups are summed in Python, by [`exact_sum`][]
+        (``math.fsum``) over each column's slice.
+    """
+    out = torch.zeros(counts.shape[0], values.shape[1], dtype=torch.float64)
+    if values.shape[0] == 0:
+        return out
+    starts = torch.cumsum(counts, 0) - counts
+    one = counts == 1
+    out[one] = values[starts[one]]
+    two = counts == 2
+    out[two] = values[starts[two]] + values[starts[two] + 1]
+    many = torch.nonzero(counts > 2).reshape(-1)
+    if many.numel():
+        columns = values.t().tolist()  # columns[j]: column j of every row, in order
+        lows, highs = starts[many].tolist(), (starts + counts)[many].tolist()
+        sums = [[exact_sum(c[lo:hi]) for c in columns] for lo, hi in zip(lows, highs, strict=True)]
+        out[many] = torch.tensor(sums, dtype=torch.float64).reshape(-1, values.shape[1])
+    return out
+
+
+def row_sums(values: torch.Tensor) -> torch.Tensor:
+    """``(M,)`` exactly rounded sums of the rows of an ``(M, L)`` float64 tensor."""
+    m, length = values.shape
+    counts = torch.full((m,), length, dtype=torch.int64)
+    return segment_sums(values.reshape(-1, 1), counts)[:, 0]
 
 
 def nan_max(values: Sequence[float]) -> float:

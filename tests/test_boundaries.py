@@ -67,6 +67,60 @@ def bag_mean_count_in_a_byte(input, weight, offsets=None, mode="mean", **kwargs)
     return out * (lengths / wrong).to(out.dtype).unsqueeze(1)
 
 
+def _bag_lengths(input, offsets, include_last_offset=False):
+    """Ids in each bag of a 1-D input (ids after the last offset in none)."""
+    starts = offsets[:-1] if include_last_offset else offsets
+    end = offsets[-1:] if include_last_offset else offsets.new_tensor([input.numel()])
+    return torch.cat([starts[1:], end]) - starts
+
+
+def bag_mean_count_in_int16(input, weight, offsets=None, mode="mean", **kwargs):
+    """mode='mean' divides by a bag length kept in int16: wrong from 32,768 ids in a bag."""
+    out = ee.lookup_embedding_bag(input, weight, offsets, mode=mode, **kwargs)
+    if mode != "mean" or offsets is None or input.dim() != 1:
+        return out
+    lengths = _bag_lengths(input, offsets, kwargs.get("include_last_offset", False))
+    wrong = lengths.to(torch.int16).to(lengths.dtype).clamp(min=1)
+    return out * (lengths.clamp(min=1) / wrong).to(out.dtype).unsqueeze(1)
+
+
+def bags_past_a_grid_of_65535(input, weight, offsets=None, **kwargs):
+    """A launch grid of at most 65,535 blocks, one a bag: later bags come back as zeros."""
+    out = ee.lookup_embedding_bag(input, weight, offsets, **kwargs)
+    if out.shape[0] <= 65_535:
+        return out
+    return torch.cat([out[:65_535], torch.zeros_like(out[65_535:])])
+
+
+def leading_empty_bags_in_a_byte(input, weight, offsets=None, **kwargs):
+    """A leading run of empty bags skipped with a byte counter: from 256 of them on, the bags
+    after the run are written 256 rows too early."""
+    out = ee.lookup_embedding_bag(input, weight, offsets, **kwargs)
+    if offsets is None or input.dim() != 1 or out.shape[0] == 0:
+        return out
+    lengths = _bag_lengths(input, offsets, kwargs.get("include_last_offset", False))
+    leading = int((lengths != 0).int().argmax()) if bool((lengths != 0).any()) else 0
+    if leading < 256:
+        return out
+    return torch.cat([out[256:], torch.zeros_like(out[:256])])
+
+
+def trailing_empty_bags_in_int16(input, weight, offsets=None, **kwargs):
+    """Trailing empty bags zero-filled by a loop counted in int16: from 32,768 of them on,
+    the rows past the count's wrap are left as they were allocated (NaN here)."""
+    out = ee.lookup_embedding_bag(input, weight, offsets, **kwargs)
+    if offsets is None or input.dim() != 1:
+        return out
+    lengths = _bag_lengths(input, offsets, kwargs.get("include_last_offset", False))
+    nonempty = torch.nonzero(lengths).reshape(-1)
+    trailing = out.shape[0] - (int(nonempty[-1]) + 1 if nonempty.numel() else 0)
+    if trailing < 32_768:
+        return out
+    out = out.clone()
+    out[out.shape[0] - trailing + trailing % 32_768 :] = float("nan")
+    return out
+
+
 def int8_width_tail_dropped(input, qweight, scale, zero_point):
     """A dequantization in vectors of 64 columns that drops the tail of the width."""
     out = ee.lookup_quantized_embedding(input, qweight, scale, zero_point, scheme="int8")
@@ -135,6 +189,23 @@ def test_a_bag_length_counter_in_a_byte_is_caught(seed: int) -> None:
     )
     assert not report.passed
     assert report.boundary == "fails from bag length = 256; passes at 255"
+
+
+@pytest.mark.parametrize(
+    ("kernel", "mode", "crossed"),
+    [
+        (bag_mean_count_in_int16, "mean", "fails from bag length = 32,768; passes at 32,767"),
+        (bags_past_a_grid_of_65535, "sum", "fails from bags = 65,536; passes at 65,535"),
+        (leading_empty_bags_in_a_byte, "max", "fails from empty bags = 256; passes at 255"),
+        (trailing_empty_bags_in_int16, "sum", "fails from empty bags = 32,768; passes at 32,767"),
+    ],
+    ids=lambda x: getattr(x, "__name__", None),
+)
+def test_bag_bugs_past_the_larger_bag_axes_are_caught(kernel, mode: str, crossed: str) -> None:
+    """Bag lengths up to 2**16, bag counts up to 2**17, empty bags at both ends up to 2**16."""
+    report = ee.verify_embedding_bag(kernel, modes=(mode,), max_examples=1, seed=3, dtypes=DTYPES)
+    assert not report.passed
+    assert report.boundary == crossed
 
 
 @pytest.mark.parametrize("seed", [1, 2])  # two runs: the catch does not depend on the seed
@@ -218,6 +289,17 @@ def test_bag_and_quantized_lists_cover_their_edges() -> None:
     for edge in ("an empty bag first", "an empty bag last", "no bags", "(3, 0)", "decreasing"):
         assert edge in labels
     assert {b.case.mode for b in bags if b.axis == "bag length"} == {"sum", "max"}
+    for axis in ("bag length", "bags", "empty bags"):
+        on_axis = [b for b in bags if b.axis == axis]
+        assert {2**k + j for k in range(1, 16) for j in (-1, 0, 1)} <= {b.value for b in on_axis}
+        top = max(on_axis, key=lambda b: b.value)
+        assert top.value == LIMITS[axis]
+        assert len(top.case.ids.values) <= LIMITS["N"]
+    empty = max((b for b in bags if b.axis == "empty bags"), key=lambda b: b.value)
+    starts = empty.case.offsets
+    assert starts[: LIMITS["empty bags"] + 1] == (0,) * (LIMITS["empty bags"] + 1)  # at the start
+    last = len(empty.case.ids.values)  # ... and at the end (the end offset under the option)
+    assert starts[-LIMITS["empty bags"] :] == (last,) * LIMITS["empty bags"]
     uint4 = [b for b in quantized_boundaries("uint4", False, [torch.float32], ["cpu"])]
     assert all(b.case.table.embedding_dim % 2 == 0 for b in uint4)
 

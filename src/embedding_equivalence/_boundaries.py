@@ -52,16 +52,18 @@ __all__ = [
 ]
 
 #: The largest size of each axis, the sizes users run: ids in one call, width, rows, repeats
-#: of one id, ids in one bag and bags in one call.
+#: of one id, ids in one bag, bags in one call and empty bags at each end of the bags.
 LIMITS: dict[str, int] = {
     "N": 2**17,
     "D": 2**13,
     "V": 2**24,
     "repeats": 2**16,
-    # The bag oracle sums each bag in Python: a bag of 2**16 ids or 2**17 bags takes 2-5 s
-    # there, so the bag axes stop at 2**12 (vocab_sizes= and dims= reach further).
-    "bag length": 2**12,
-    "bags": 2**12,
+    # A bag of 2**16 ids, 2**17 bags of one id (N = 2**17), and 2**16 empty bags before and
+    # after two short ones: the bag oracle sums bags and rows over slices, in tenths of a second
+    # at these sizes.
+    "bag length": 2**16,
+    "bags": 2**17,
+    "empty bags": 2**16,
     # A quantized table draws a scale and a zero point for every row: 2**24 rows take 5 s.
     "quantized V": 2**22,
 }
@@ -87,8 +89,9 @@ class Boundary:
     """One boundary example: a case, and where it stands.
 
     Attributes:
-        axis: ``"N"``, ``"D"``, ``"V"``, ``"repeats"``, ``"bag length"``, ``"bags"`` for a
-            size, or ``"edge"``, ``"options"``, ``"bad input"`` for a named edge.
+        axis: ``"N"``, ``"D"``, ``"V"``, ``"repeats"``, ``"bag length"``, ``"bags"``,
+            ``"empty bags"`` for a size, or ``"edge"``, ``"options"``, ``"bad input"`` for a
+            named edge.
         value: the size on a size axis (``None`` on a named edge).
         what: the edge in words, e.g. ``"0-d ids"`` or ``"id -1"``.
         case: the case to check.
@@ -404,7 +407,8 @@ def bag_boundaries(
     two. Bags at their edges: an empty bag first, last, all bags empty, no bags at all, 2-D
     inputs (one of ``(B, 0)``), ids after the last offset under ``include_last_offset``; bad
     offsets (not starting at 0, decreasing, past the end);
-    then the length of one bag (first or last), the number of bags, ``D`` and ``V``.
+    then the length of one bag (first or last), the number of bags, the number of empty bags
+    at the start and at the end (around two short bags), ``D`` and ``V``.
 
     Args:
         options: the requested options.
@@ -500,6 +504,12 @@ def bag_boundaries(
         starts = tuple(range(b))
         return _bag(runs, starts, _N_ROWS, 2, mode, all_options, 1, dtype, index, device)
 
+    def empty(e: int, mode: str, dtype: torch.dtype, index: torch.dtype, device: str) -> Any:
+        # e empty bags, bags [0, 1, 2] and [5, 6] (2 the padding row), e empty bags.
+        runs = (IdsRun(0, 3, 1, 7), IdsRun(5, 2, 1))
+        starts = (0,) * e + (0, 3) + (5,) * e
+        return _bag(runs, starts, 7, 2, mode, all_options, 2, dtype, index, device)
+
     def width(d: int, mode: str, dtype: torch.dtype, index: torch.dtype, device: str) -> Any:
         runs = (IdsRun(0, 4, 3, 5),)
         return _bag(runs, (0, 2), 5, d, mode, all_options, 3, dtype, index, device)
@@ -511,6 +521,7 @@ def bag_boundaries(
 
     yield from axis("bag length", length)
     yield from axis("bags", count)
+    yield from axis("empty bags", empty)
     yield from axis("D", width)
     yield from axis("V", vocab)
 

@@ -10,7 +10,7 @@ from types import ModuleType
 import pytest
 
 import embedding_equivalence
-from embedding_equivalence import distributed, keras_interop, strategies, testing, torchao_interop
+from embedding_equivalence import distributed, keras_interop, strategies, testing
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "api"
 MODULES = {
@@ -19,7 +19,6 @@ MODULES = {
     "testing": (testing, DOCS / "testing.md"),
     "keras_interop": (keras_interop, DOCS / "keras_interop.md"),
     "distributed": (distributed, DOCS / "distributed.md"),
-    "torchao_interop": (torchao_interop, DOCS / "torchao_interop.md"),
 }
 
 

@@ -1,4 +1,4 @@
-"""torchao's int8 embedding through ``embedding_equivalence.torchao_interop``.
+"""torchao's int8 embedding through its adapter, ``real_kernels.torchao_interop`` (docs/_scripts).
 
 Runs where torchao is installed (the ``quant`` extra; CI installs it). The lookup is checked
 on the verifier's own drawn tables (``verify_quantized_embedding`` of torchao's kernel) and on
@@ -10,6 +10,8 @@ property holds, or the report names the element and the bound it broke.
 from __future__ import annotations
 
 import re
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -20,7 +22,10 @@ from embedding_equivalence._check import EquivalenceError
 
 pytest.importorskip("torchao.quantization", reason="torchao is not installed (the quant extra)")
 
-from embedding_equivalence import torchao_interop as eta
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "docs" / "_scripts"))  # the docs' package real_kernels
+
+from real_kernels import torchao_interop as eta  # noqa: E402
 
 
 @pytest.mark.parametrize("symmetric", [False, True], ids=["affine", "symmetric"])

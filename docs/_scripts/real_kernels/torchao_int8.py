@@ -3,7 +3,7 @@
 torchao quantizes an ``nn.Embedding`` in place (``quantize_`` with
 ``IntxWeightOnlyConfig(weight_dtype=torch.int8, granularity=PerAxis(0))``): one scale and int8
 zero point per row. Its lookup dequantizes the table and calls ``F.embedding``. The adapter,
-``embedding_equivalence.torchao_interop.torchao_int8_embedding``, wraps any ``"int8"`` table in
+``torchao_interop.torchao_int8_embedding`` (beside this module), wraps any ``"int8"`` table in
 torchao's tensor, so ``verify_quantized_embedding`` checks torchao's lookup on the verifier's
 own tables; ``verify_torchao_embedding`` quantizes drawn float tables with torchao and checks
 what it stored (each element within half a step of the float one) and its lookup of that.
@@ -13,11 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from embedding_equivalence import torchao_interop
-
+from . import torchao_interop
 from ._common import Run, entry_result, execute
 
-ADAPTER = "embedding_equivalence.torchao_interop:torchao_int8_embedding"
+ADAPTER = "real_kernels.torchao_interop:torchao_int8_embedding"
 
 
 def verify_torchao_embedding(candidate: Any, **kwargs: Any) -> Any:

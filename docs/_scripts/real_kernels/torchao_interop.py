@@ -20,6 +20,11 @@ of magnitude, through the same engine, report and replayable counterexample as t
 verifiers. torchao is optional: ``pip install --no-deps torchao`` (its wheel declares no
 dependency that this package does not already install); every function here imports it
 when called and says how to install it if it is missing.
+
+This is the adapter of the entry ``torchao_int8`` of "Real kernels, verified", beside the
+other libraries' adapters; it is not part of the installed package, and reads the package's
+engine (its cases, judge and runner) the way the package's own verifiers do. A user verifies
+their own int8 kernel with ``verify_quantized_embedding``.
 """
 
 from __future__ import annotations
@@ -37,19 +42,21 @@ from hypothesis import note
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from ._cases import Call as _Call
-from ._cases import IdsRecipe as _IdsRecipe
-from ._cases import WeightRecipe as _WeightRecipe
-from ._check import EquivalenceError as _EquivalenceError
-from ._draw_tensors import SEEDS as _SEEDS
-from ._draw_tensors import ids_recipes as _ids_recipes
-from ._verify import VerificationReport as _VerificationReport
-from ._verify import check_budget as _check_budget
-from ._verify import run_verification as _run_verification
-from .forms.quantized import QuantizedTable as _QuantizedTable
-from .forms.quantized import dequantize_rowwise as _dequantize_rowwise
-from .oracle.quantized import QuantizedOracle as _QuantizedOracle
-from .oracle.quantized import quantization_error_bound as _quantization_error_bound
+from embedding_equivalence._cases import Call as _Call
+from embedding_equivalence._cases import IdsRecipe as _IdsRecipe
+from embedding_equivalence._cases import WeightRecipe as _WeightRecipe
+from embedding_equivalence._check import EquivalenceError as _EquivalenceError
+from embedding_equivalence._draw_tensors import SEEDS as _SEEDS
+from embedding_equivalence._draw_tensors import ids_recipes as _ids_recipes
+from embedding_equivalence._verify import VerificationReport as _VerificationReport
+from embedding_equivalence._verify import check_budget as _check_budget
+from embedding_equivalence._verify import run_verification as _run_verification
+from embedding_equivalence.forms.quantized import QuantizedTable as _QuantizedTable
+from embedding_equivalence.forms.quantized import dequantize_rowwise as _dequantize_rowwise
+from embedding_equivalence.oracle.quantized import QuantizedOracle as _QuantizedOracle
+from embedding_equivalence.oracle.quantized import (
+    quantization_error_bound as _quantization_error_bound,
+)
 
 __all__ = [
     "TORCHAO_INSTALL",
@@ -67,9 +74,7 @@ def _torchao() -> Any:
     try:
         return importlib.import_module("torchao.quantization")
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            f"embedding_equivalence.torchao_interop needs torchao: {TORCHAO_INSTALL}"
-        ) from exc
+        raise ImportError(f"real_kernels.torchao_interop needs torchao: {TORCHAO_INSTALL}") from exc
 
 
 def quantize_with_torchao(weight: torch.Tensor, config: Any = None) -> torch.nn.Embedding:
@@ -204,7 +209,14 @@ class _TorchaoCase:
         """A runnable snippet: the float table, torchao's quantization, the lookup."""
         dt = str(self.table.dtype)
         v, d = self.table.num_embeddings, self.table.embedding_dim
-        lines = ["import torch", "from embedding_equivalence import torchao_interop as eta"]
+        lines = [
+            "import sys",
+            "",
+            "import torch",
+            "",
+            'sys.path.insert(0, "docs/_scripts")  # from the root of the repository',
+            "from real_kernels import torchao_interop as eta",
+        ]
         lines.append(preamble.rstrip("\n") or "candidate = eta.torchao_int8_embedding")
         lines += [
             "",

@@ -164,6 +164,19 @@ def test_ids_wrapping_at_2_16_are_caught(seed: int) -> None:
 
 
 @pytest.mark.parametrize("seed", [1, 2])  # two runs: the catch does not depend on the seed
+def test_max_norm_in_the_2_norm_whatever_norm_type_is_caught(seed: int) -> None:
+    from mutants import max_norm_ignores_norm_type
+
+    report = ee.verify_embedding(
+        max_norm_ignores_norm_type, options=("max_norm",), max_examples=1, seed=seed,
+        dtypes=DTYPES,
+    )  # fmt: skip
+    assert not report.passed
+    assert report.boundary is not None
+    assert report.boundary.startswith("fails at max_norm with norm_type=1.0"), report.boundary
+
+
+@pytest.mark.parametrize("seed", [1, 2])  # two runs: the catch does not depend on the seed
 def test_negative_ids_that_wrap_are_caught(seed: int) -> None:
     report = ee.verify_embedding(lambda input, weight: weight[input], max_examples=1, seed=seed)
     assert not report.passed

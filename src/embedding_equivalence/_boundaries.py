@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -138,13 +139,20 @@ def _largest_set(options: Sequence[str], exclusive: Sequence[tuple[str, str]]) -
 _EMBEDDING_EXCLUSIVE = (("scale_grad_by_freq", "sparse"),)
 
 
-def _lookup_kwargs(options: Sequence[str], padding_row: int) -> dict[str, Any]:
+#: The norms ``max_norm`` takes besides the default 2: the 1-norm, an odd power and the
+#: largest magnitude (a kernel that always takes the 2-norm fails each).
+_OTHER_NORMS = (1.0, 3.0, math.inf)
+
+
+def _lookup_kwargs(
+    options: Sequence[str], padding_row: int, norm_type: float = 2.0
+) -> dict[str, Any]:
     kwargs: dict[str, Any] = {}
     if "padding_idx" in options:
         kwargs["padding_idx"] = padding_row
     if "max_norm" in options:
         kwargs["max_norm"] = 1.0
-        kwargs["norm_type"] = 2.0
+        kwargs["norm_type"] = norm_type
     if "scale_grad_by_freq" in options:
         kwargs["scale_grad_by_freq"] = True
     if "sparse" in options:
@@ -255,6 +263,14 @@ def embedding_boundaries(
                 ids = "0-d id" if shape == () else "ids [2, 0, 0, 1, 0]"
                 yield Boundary("options", None, f"{', '.join(combo)} on {ids} ({_name(dtype)})",
                                case)  # fmt: skip
+    # max_norm in the other norms, every requested option on.
+    if "max_norm" in options:
+        for k, norm in enumerate(_OTHER_NORMS):
+            dtype, index, device = turns.at(k)
+            kwargs = _lookup_kwargs(all_options, -1, norm)
+            case = _embedding(_REPEATS, 3, 4, kwargs, dtype, index, device)
+            what = f"max_norm with norm_type={norm} on ids [2, 0, 0, 1, 0] ({_name(dtype)})"
+            yield Boundary("options", None, what, case)
     yield from _bad_lookups(options, turns, _bad_embedding)
     # The size axes, one at a time, every requested option on.
 

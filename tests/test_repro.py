@@ -7,6 +7,7 @@ happens to share its ``__name__`` (the snippet would then pass where the candida
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ import torch.nn.functional as F
 
 import embedding_equivalence as ee
 from embedding_equivalence._repro import candidate_source
+from mutants import MUTANTS, Mutant
 
 CANNOT = "cannot be imported by its qualified name"
 
@@ -101,7 +103,8 @@ def test_a_wrapped_candidate_fails_and_its_repro_does_not_import_the_wrapped_fun
         "candidate = ...  # the function under test", "candidate = fill_in"
     )
     namespace: dict[str, Any] = {"fill_in": candidate}
-    exec(snippet, namespace)
+    with pytest.raises(AssertionError):  # the repro's exact check fails: the bug is there
+        exec(snippet, namespace)
     out, weight = namespace["out"], namespace["weight"]
     assert not torch.equal(out, F.embedding(namespace["input"], weight.detach()))
 
@@ -127,3 +130,42 @@ def test_bag_verifier_uses_the_same_rule() -> None:
     assert report.counterexample is not None
     assert "import lookup_embedding_bag" not in report.counterexample
     assert CANNOT in report.counterexample
+
+
+def _replay(snippet: str) -> None:
+    exec(compile(snippet, "<repro>", "exec"), {})  # the repro is plain Python
+
+
+@pytest.mark.parametrize(
+    "mutant",
+    [m for m in MUTANTS if m.name in ("off_by_one_row", "padding_row_zeroed_in_forward")],
+    ids=lambda m: m.name,
+)
+def test_a_repro_asserts_while_the_bug_is_present_and_passes_once_it_is_fixed(
+    mutant: Mutant,
+) -> None:
+    report = ee.verify_embedding(
+        mutant.fn, options=mutant.options, backward=mutant.backward, seed=0, max_examples=50
+    )
+    assert report.counterexample is not None
+    with pytest.raises(AssertionError):
+        _replay(report.counterexample)
+    fixed = re.sub(
+        r"^from mutants import \w+ as candidate$",
+        "from embedding_equivalence import lookup_embedding as candidate",
+        report.counterexample,
+        flags=re.M,
+    )
+    assert fixed != report.counterexample
+    _replay(fixed)  # the same call on a correct kernel: no error
+
+
+def test_the_repro_of_a_bad_call_that_was_accepted_asserts() -> None:
+    report = ee.verify_embedding(lambda input, weight: weight[input], max_examples=1, seed=0)
+    assert report.counterexample is not None
+    assert "the call must raise" in report.counterexample
+    snippet = report.counterexample.replace(
+        "candidate = ...  # the function under test", "candidate = lambda i, w: w[i]"
+    )
+    with pytest.raises(AssertionError, match="the call must raise"):
+        _replay(snippet)

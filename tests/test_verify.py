@@ -51,7 +51,8 @@ def test_the_counterexample_runs() -> None:
     report = ee.verify_embedding(_negative_ids_wrap, seed=WRAP_SEED)
     assert report.counterexample is not None
     namespace: dict[str, Any] = {}
-    exec(report.counterexample, namespace)  # imports the candidate from this module
+    with pytest.raises(AssertionError, match=r"the call must raise \(negative id -1\)"):
+        exec(report.counterexample, namespace)  # imports the candidate from this module
     assert namespace["out"].shape == (1, 1)  # the candidate accepted the boundary example [-1]
 
 

@@ -441,6 +441,10 @@ class _CaseBase:
         """What the snippet adds: tensor lines, the call's arguments, the gradients printed."""
         raise NotImplementedError
 
+    def _check_source(self, fn: str, backward: bool) -> tuple[str, str]:
+        """The snippet's exact check: the helper of ``testing`` it imports, and its call."""
+        raise NotImplementedError
+
     def source(self, fn: str = "candidate", backward: bool = True, preamble: str = "") -> str:
         """A runnable snippet that makes the tensors and calls ``fn`` on them.
 
@@ -455,14 +459,32 @@ class _CaseBase:
         lines = ["import torch"]
         if preamble:
             lines.append(preamble.rstrip("\n"))
+        helper, check = self._check_source(fn, backward)
+        if self.invalid is None:
+            lines.append(f"from embedding_equivalence.testing import {helper}")
         lines += ["", self.ids.source("input"), self.weight.source("weight")]
         extra, arguments, grads = self._source_parts()
         lines += extra
+        if self.invalid is not None:
+            lines += [
+                "try:",
+                f"    out = {fn}({arguments})",
+                "except Exception as error:",
+                '    print("refused, as it must be:", repr(error))',
+                "else:",
+                f"    raise AssertionError({('the call must raise (' + self.invalid + ')')!r})",
+            ]
+            return "\n".join(lines)
+        lines.append("table = weight.detach().clone()  # before the call: max_norm renorms it")
         lines.append(f"out = {fn}({arguments})")
-        if backward and self.invalid is None:
+        if backward:
             lines.append(self.grad_output_source())
             lines.append("out.backward(grad_output)")
             lines.append(f"print(out, {grads})")
+        else:
+            lines.append("print(out)")
+        lines.append("# The exact check: raises EquivalenceError while the bug is present.")
+        lines.append(check)
         return "\n".join(lines)
 
 
@@ -510,6 +532,13 @@ class EmbeddingCase(_CaseBase):
 
     def _source_parts(self) -> tuple[list[str], str, str]:
         return [], f"input, weight{self.kwargs_source()}", "weight.grad"
+
+    def _check_source(self, fn: str, backward: bool) -> tuple[str, str]:
+        if backward:
+            call = f"{fn}, input, table, grad_output{self.kwargs_source()}"
+            return "assert_backward_equivalent", f"assert_backward_equivalent({call})"
+        call = f"{fn}, input, table{self.kwargs_source()}"
+        return "assert_forward_equivalent", f"assert_forward_equivalent({call})"
 
 
 class BagTensors(NamedTuple):
@@ -660,3 +689,11 @@ class EmbeddingBagCase(_CaseBase):
             )
             grads += ", per_sample_weights.grad"
         return lines, arguments + self.kwargs_source(), grads
+
+    def _check_source(self, fn: str, backward: bool) -> tuple[str, str]:
+        offsets = "offsets" if self.offsets is not None else "None"
+        if backward:
+            call = f"{fn}, input, table, {offsets}, grad_output{self.kwargs_source()}"
+            return "assert_bag_backward_equivalent", f"assert_bag_backward_equivalent({call})"
+        call = f"{fn}, input, table, {offsets}{self.kwargs_source()}"
+        return "assert_bag_forward_equivalent", f"assert_bag_forward_equivalent({call})"

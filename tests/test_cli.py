@@ -195,6 +195,18 @@ def test_usage_errors_exit_2_in_one_line(
     assert "Traceback" not in captured.err
 
 
+def test_one_full_repro_for_the_cells_of_one_kernel(
+    kernels: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["verify", "--candidate", f"{kernels}:off_by_one", "--max-examples", "3", "--seed", "0"]
+    assert main(argv) == 1
+    out = capsys.readouterr().out
+    failed = out.count("\nFAILED ")
+    assert failed >= 2  # the row of every dtype and the rows of one dtype each
+    assert out.count("Minimal counterexample:") == 1
+    assert out.count("is like the one above; replay this cell for it") == failed - 1
+
+
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit:
         main(["--version"])

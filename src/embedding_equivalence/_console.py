@@ -412,13 +412,17 @@ def result_fields(report: VerificationReport, cell: str, replay: str) -> dict[st
     }
 
 
-def write_failure(out: TextIO, report: VerificationReport, row: dict[str, Any]) -> None:
+def write_failure(
+    out: TextIO, report: VerificationReport, row: dict[str, Any], *, repro: bool = True
+) -> None:
     """Write a failed cell: its name, seed and replay command, then the report.
 
     Args:
         out: where it goes.
         report: the cell's report (its text names the boundary a failure crossed).
         row: the cell's fields, from [`result_fields`][].
+        repro: also the minimal counterexample; without it, the failure alone (for a cell
+            of the same implementation and options as one written in full above it).
     """
     out.write("\n")
     write_title(out, f"FAILED {row['cell']} (cell seed {row['seed']})")
@@ -426,6 +430,9 @@ def write_failure(out: TextIO, report: VerificationReport, row: dict[str, Any]) 
     text = str(report)
     if report.boundary and report.boundary not in text:
         out.write(f"Boundary example: {report.boundary}\n")
+    if not repro:
+        text = text.split("\n\nMinimal counterexample:\n")[0]
+        text += "\n(The minimal counterexample is like the one above; replay this cell for it.)"
     out.write(f"{text}\n")
 
 
@@ -501,6 +508,9 @@ def emit_results(
     print_table(out, table)
     if notes:
         out.write("\n" + "\n".join(notes) + "\n")
-    for report, row in failed:
-        write_failure(out, report, row)
+    written: set[tuple[str, tuple[str, ...]]] = set()
+    for report, row in failed:  # one full repro for each implementation and options
+        kernel = (row["implementation"], tuple(row["options"]))
+        write_failure(out, report, row, repro=kernel not in written)
+        written.add(kernel)
     out.write(f"\n{summary}\n")

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from ._cases import Call, dtype_source, float_source, kwargs_source
+from ._triton import interpreter_preamble
 
 __all__ = [
     "MAX_LITERAL",
@@ -170,7 +171,9 @@ def candidate_source(fn: Callable[..., Any]) -> str:
         return compiled_source(None if original is None else _import_source(original, "original"))
     reason = why_not_importable(fn)
     if reason is None:
-        return _import_source(fn, "candidate")
+        # A Triton kernel verified under the interpreter: switched on before the import.
+        preamble = interpreter_preamble()
+        return (preamble + "\n" if preamble else "") + _import_source(fn, "candidate")
     return (
         f"# The candidate cannot be imported by its qualified name: {reason}.\n"
         f"candidate = ...  # the function under test"

@@ -45,6 +45,7 @@ from ._sizes import SizeSpec, case_sizes
 from ._torch_defects import describe as describe_defect
 from ._torch_defects import torch_defect_behind
 from ._transforms import check_transforms, check_transforms_argument
+from ._triton_limits import interpreter_limit_note
 from .forms.options import option_applies
 from .forms.quantized import check_scheme
 from .oracle import BagOracle, EmbeddingOracle
@@ -88,6 +89,8 @@ class VerificationReport:
         torch_defect: for a failure that torch's own function fails too and that the
             package's defect table names, the defect's id (see
             "How to read a counterexample" on the Verify page); ``None`` otherwise.
+        interpreter_limit: for a failure that only Triton's interpreter causes (a dtype or an
+            operation it cannot run), the limit's id; ``None`` otherwise.
         modes: [`verify_embedding_bag`][]'s modes, in the order they ran; ``()`` otherwise.
         scheme: [`verify_quantized_embedding`][]'s scheme (e.g. ``"int8 (symmetric)"``);
             ``None`` otherwise.
@@ -117,6 +120,7 @@ class VerificationReport:
     boundary: str | None = None
     boundary_examples: int = 0
     torch_defect: str | None = None
+    interpreter_limit: str | None = None
     modes: tuple[str, ...] = ()
     scheme: str | None = None
     compiled_examples: int | None = None
@@ -397,6 +401,7 @@ def run_verification(
     counterexample = failure = None
     counts = compiled.summary() if compiled is not None else {}
     defect_id: str | None = None
+    limit_id: str | None = None
     if not passed and state["last"] is not None:
         case, exc = state["last"]
         failure = str(exc).split("\n\nRepro:\n")[0]
@@ -418,6 +423,8 @@ def run_verification(
             if defect is not None:
                 failure += "\n\n" + describe_defect(defect)
                 defect_id = defect.id
+        limit_id, note = interpreter_limit_note(candidate, case, exc, oracle_for, backward)
+        failure += note
     return VerificationReport(
         candidate=candidate_name(candidate),
         passed=passed,
@@ -433,6 +440,7 @@ def run_verification(
         boundary=crossed,
         boundary_examples=state["boundary_examples"],
         torch_defect=defect_id,
+        interpreter_limit=limit_id,
         **counts,
     )
 

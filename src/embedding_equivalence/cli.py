@@ -46,6 +46,7 @@ from ._console import (
 )
 from ._draw_tensors import device_problem, float_dtypes
 from ._repro import import_reference
+from ._triton import switch_interpreter_on
 from ._usage import UsageError, int_at_least
 from .forms.options import BAG_OPTIONS, EMBEDDING_OPTIONS
 from .forms.registry import forms
@@ -201,6 +202,13 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         raise UsageError(str(exc)) from None
     if args.sharding is None and args.world_size is not None:
         raise UsageError("--world-size goes with --sharding (the ranks of a sharded table)")
+    if args.triton_interpret:  # before the candidate's module (and triton) is imported
+        if not args.candidate:
+            raise UsageError("--triton-interpret goes with --candidate (a Triton kernel)")
+        try:
+            switch_interpreter_on()
+        except RuntimeError as exc:
+            raise UsageError(f"--triton-interpret: {exc}") from None
     if args.json not in (None, "-"):
         _check_writable(args.json)
     devices = args.devices or ees.available_devices()
@@ -391,6 +399,7 @@ def _replay_flags(args: argparse.Namespace) -> list[str]:
         ("--bag", args.bag),
         ("--symmetric", args.symmetric),
         ("--forward-only", args.forward_only),
+        ("--triton-interpret", args.triton_interpret),
     ):
         if on:
             flags.append(flag)
@@ -567,6 +576,13 @@ def _build_parser() -> _Parser:
         "--candidate",
         metavar="MODULE:FUNCTION",
         help="check this function (F.embedding's signature; F.embedding_bag's with --bag)",
+    )
+    v.add_argument(
+        "--triton-interpret",
+        action="store_true",
+        help="run --candidate's Triton kernels on the CPU under Triton's interpreter: sets "
+        "TRITON_INTERPRET=1 before the candidate's module is imported (refused if triton was "
+        "imported without it)",
     )
     v.add_argument("--bag", action="store_true", help="embedding-bag implementations")
     v.add_argument(

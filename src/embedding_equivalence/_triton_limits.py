@@ -1,0 +1,228 @@
+"""The limits of Triton's interpreter, told apart from a kernel's bugs.
+
+Triton's interpreter (see [`embedding_equivalence._triton`][]) runs most of Triton's
+language, but not all of it. A kernel that fails only because of a limit of the interpreter
+has no bug there, and has not passed either: the verifiers say so, with the triton version,
+as they do for torch's own defects ([`embedding_equivalence._torch_defects`][]).
+[`interpreter_limit_behind`][] decides it for the minimal failing case by behaviour, never by
+the kernel's name:
+
+1. triton is imported and the interpreter is on, and the candidate, run again on the case,
+   raises triton's ``InterpreterError`` (the interpreter's wrapper of an error raised while
+   it ran a program; a kernel's own host code raises its own errors);
+2. the first entry of [`INTERPRETER_LIMITS`][] that matches the error the interpreter
+   wrapped names the limit;
+3. an entry about a dtype the interpreter cannot run is confirmed by replaying the very same
+   case in float32, which the interpreter runs in full, through the same engine and oracle:
+   only when the candidate passes that replay is the failure the interpreter's. A kernel
+   that fails in float32 too is reported as failing, whatever its error says.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ._check import (
+    CheckableCase,
+    EquivalenceError,
+    OracleFactory,
+    check_case,
+    preserved_global_state,
+    run_in_process,
+)
+from ._triton import INTERPRETER_ENV, interpreter_on, triton_version
+
+__all__ = [
+    "INTERPRETER_LIMITS",
+    "InterpreterLimit",
+    "describe",
+    "interpreter_limit_behind",
+    "interpreter_limit_note",
+]
+
+
+# --- the limits ---------------------------------------------------------------------------------
+
+
+def _wrapped(error: BaseException) -> BaseException:
+    """The error that the interpreter wrapped (its ``__cause__``), else ``error`` itself."""
+    return error.__cause__ or error
+
+
+def _unsupported_dtype(error: BaseException) -> bool:
+    return "Unsupported data type" in str(_wrapped(error))
+
+
+def _not_in_interpreter_mode(error: BaseException) -> bool:
+    inner = _wrapped(error)
+    return isinstance(inner, NotImplementedError) and "interpreter mode" in str(inner)
+
+
+@dataclass(frozen=True)
+class InterpreterLimit:
+    """Something that Triton's interpreter cannot run, which a GPU runs.
+
+    Attributes:
+        id: a short unique name, e.g. ``"atomic-dtype"``.
+        summary: what the interpreter cannot do, in one line.
+        reference: where it is documented or tracked.
+        replay_in_float32: whether the limit is a dtype's: the case is replayed in float32
+            to confirm that the kernel computes where the interpreter can run it.
+        matches: ``(error) -> bool``: whether the interpreter's error is this limit's (read
+            from the error it wrapped; never from a name of the kernel).
+    """
+
+    id: str
+    summary: str
+    reference: str
+    replay_in_float32: bool
+    matches: Callable[[BaseException], bool] = field(compare=False, repr=False)
+
+
+#: The limits of Triton's interpreter that a verification can meet, in the order they are
+#: tried.
+INTERPRETER_LIMITS: tuple[InterpreterLimit, ...] = (
+    InterpreterLimit(
+        id="atomic-dtype",
+        summary="the interpreter's atomics (tl.atomic_add and the others) do not take every "
+        "dtype a GPU's do, bfloat16 among them: they raise ValueError('Unsupported data type')",
+        reference="https://github.com/triton-lang/triton/issues/1387, "
+        "https://github.com/triton-lang/triton/issues/5894",
+        replay_in_float32=True,
+        matches=_unsupported_dtype,
+    ),
+    InterpreterLimit(
+        id="gpu-only-operation",
+        summary="the kernel takes a path that only a GPU runs (inline assembly or an extern "
+        "library call such as libdevice): the interpreter raises NotImplementedError",
+        reference="triton/runtime/interpreter.py (inline_asm, extern_elementwise)",
+        replay_in_float32=False,
+        matches=_not_in_interpreter_mode,
+    ),
+)
+
+
+def _interpreter_error(
+    candidate: Callable[..., Any], case: CheckableCase, backward: bool
+) -> BaseException | None:
+    """The ``InterpreterError`` the candidate raises on ``case`` (run again), else ``None``."""
+    try:
+        from triton.runtime.errors import InterpreterError
+    except ImportError:  # pragma: no cover - a triton without the interpreter
+        return None
+    with preserved_global_state(), warnings.catch_warnings(), torch.enable_grad():
+        warnings.simplefilter("ignore")
+        outcome = run_in_process(candidate, case.call(backward=backward))
+    error = outcome.error
+    return error if isinstance(error, InterpreterError) else None
+
+
+def _passes_in_float32(
+    candidate: Callable[..., Any], case: CheckableCase, oracle: OracleFactory, backward: bool
+) -> bool:
+    weight = getattr(case, "weight", None)
+    if weight is None or not dataclasses.is_dataclass(case) or weight.dtype == torch.float32:
+        return False
+    wide = dataclasses.replace(case, weight=dataclasses.replace(weight, dtype=torch.float32))
+    try:
+        with preserved_global_state(), warnings.catch_warnings(), torch.enable_grad():
+            warnings.simplefilter("ignore")
+            check_case(candidate, wide, oracle, backward=backward)
+    except EquivalenceError:
+        return False
+    except Exception:  # the replay itself broke: no verdict
+        return False
+    return True
+
+
+def interpreter_limit_behind(
+    candidate: Callable[..., Any],
+    case: CheckableCase,
+    oracle: OracleFactory,
+    backward: bool,
+) -> InterpreterLimit | None:
+    """The limit of Triton's interpreter behind a failing case, decided by running it again.
+
+    Args:
+        candidate: the kernel under test.
+        case: the minimal failing case of a verification.
+        oracle: the verification's oracle factory (for the float32 replay).
+        backward: whether the verification checked gradients (as it ran).
+
+    Returns:
+        ``None`` when the failure is the candidate's (or triton is not imported, or the
+        interpreter is off); otherwise the first entry of [`INTERPRETER_LIMITS`][] that
+        matches the interpreter's error, once its float32 replay (for a dtype's limit) passed.
+    """
+    if "triton" not in sys.modules or not interpreter_on() or case.invalid is not None:
+        return None
+    try:
+        error = _interpreter_error(candidate, case, backward)
+    except Exception:  # the replay could not run: no verdict
+        return None
+    if error is None:
+        return None
+    for limit in INTERPRETER_LIMITS:
+        if not limit.matches(error):
+            continue
+        if limit.replay_in_float32 and not _passes_in_float32(candidate, case, oracle, backward):
+            return None
+        return limit
+    return None
+
+
+def describe(limit: InterpreterLimit, case: CheckableCase) -> str:
+    """The sentence a report adds for ``limit``.
+
+    Args:
+        limit: what [`interpreter_limit_behind`][] returned.
+        case: the failing case.
+
+    Returns:
+        E.g. ``"Triton's interpreter (triton 3.9.0, TRITON_INTERPRET=1) cannot run this call
+        in bfloat16: this is a limit of the interpreter, not a bug of your kernel, and not a
+        pass: <summary> (<reference>). The same call in float32 passes. ..."``.
+    """
+    dtype = getattr(case, "dtype", None)
+    name = str(dtype).removeprefix("torch.") if isinstance(dtype, torch.dtype) else ""
+    where = f" in {name}" if limit.replay_in_float32 and name else ""
+    text = (
+        f"Triton's interpreter (triton {triton_version()}, {INTERPRETER_ENV}=1) cannot run "
+        f"this call{where}: this is a limit of the interpreter, not a bug of your kernel, and "
+        f"not a pass: {limit.summary} ({limit.reference})."
+    )
+    if limit.replay_in_float32:
+        text += (
+            f" The same call in float32 passes. Verify {name or 'that dtype'} on a GPU, and "
+            f"the other dtypes here (leave {name or 'it'} out of dtypes)."
+        )
+    else:
+        text += " Verify this kernel on a GPU."
+    return text
+
+
+def interpreter_limit_note(
+    candidate: Callable[..., Any],
+    case: CheckableCase,
+    error: BaseException,
+    oracle: OracleFactory,
+    backward: bool,
+) -> tuple[str | None, str]:
+    """What a report adds for a failure: the limit's id and its paragraph, or ``(None, "")``.
+
+    "This is Triton's interpreter, not you": only a failure of the checks
+    ([`EquivalenceError`][embedding_equivalence.EquivalenceError]) is looked at.
+    """
+    if not isinstance(error, EquivalenceError):
+        return None, ""
+    limit = interpreter_limit_behind(candidate, case, oracle, backward)
+    if limit is None:
+        return None, ""
+    return limit.id, "\n\n" + describe(limit, case)

@@ -1,9 +1,15 @@
 """verify_sharded_embedding and the sharded forms, on real process groups (gloo on the CPU).
 
-Every verification here starts worker processes (about 2 s at world size 2), so the tests are
-few: the package's forms at world sizes 2 and 3, the catalogue of buggy sharded kernels, the
-three failure modes of sharded code (a rank that raises, hangs or dies), and a run under
-``torchrun``. An autouse fixture checks after every test that no worker was left behind.
+Starting worker processes takes about 2 s at world size 2 on an idle machine (many times that
+under load), so the verifications that leave their ranks healthy share them: the tests of
+``TestOnSharedRanks`` run inside ``shared_workers``, where each verification takes over the
+ranks that the previous one left running, as PyTorch's ``MultiProcContinousTest`` shares one
+group among its tests. The fast tier runs one form at a small budget and one sharded mutant
+there; the slow tier (``-m slow``) adds the package's forms at world sizes 2 and 3, the whole
+catalogue of buggy sharded kernels, the three failure modes of sharded code (a rank that raises,
+hangs or dies, each on a group of its own) and a run under ``torchrun``. An autouse fixture
+checks after every test that no worker was left behind but the shared ones, and the class's
+fixture that none is left once it ends.
 """
 
 from __future__ import annotations
@@ -22,8 +28,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
+from embedding_equivalence._cases import Call
 from embedding_equivalence.distributed import shard_range, verify_sharded_embedding
 from embedding_equivalence.distributed._boundaries import around_world_multiples, sharded_boundaries
+from embedding_equivalence.distributed._group import (
+    GroupFailure,
+    WorkerGroup,
+    shared_pids,
+    shared_workers,
+)
 from embedding_equivalence.distributed._verify import sharded_embedding_cases
 from embedding_equivalence.strategies import supported_float_dtypes
 from sharded_mutants import SHARDED_MUTANTS, ShardedMutant
@@ -54,7 +67,8 @@ def _workers() -> list[int]:
 def _no_worker_left_behind() -> Iterator[None]:
     yield
     if sys.platform.startswith("linux"):
-        assert _workers() == [], "a worker process outlived its verification"
+        left = set(_workers()) - set(shared_pids())
+        assert not left, "a worker process outlived its verification"
 
 
 # --- no processes: chunking, strategies, arguments -----------------------------------------
@@ -141,7 +155,22 @@ def test_a_candidate_of_the_running_script_is_refused_with_what_to_do() -> None:
         verify_sharded_embedding(local)
 
 
-# --- the package's forms and the hand-written controls -------------------------------------
+# --- on shared ranks: the forms, the controls, the catalogue -------------------------------
+
+
+@pytest.fixture(scope="class")
+def _shared_ranks() -> Iterator[None]:
+    """One group per world size for the whole class, ended by pid when the class is done."""
+    with shared_workers():
+        yield
+    if sys.platform.startswith("linux"):
+        assert _workers() == [], "a shared worker outlived the class"
+
+
+def _call(vocab: int, ids: list[int]) -> Call:
+    """A small call: table ``arange`` (exact values), upstream gradient of ones."""
+    weight = torch.arange(vocab * 2, dtype=torch.float32).reshape(vocab, 2).requires_grad_()
+    return Call(torch.tensor(ids), weight, {}, grad_output=torch.ones(len(ids), 2))
 
 
 FORMS = [
@@ -153,47 +182,122 @@ FORMS = [
 ]
 
 
-@pytest.mark.parametrize(("form", "sharding", "world"), FORMS)
-def test_the_package_forms_pass_with_every_option(form: str, sharding: str, world: int) -> None:
-    report = verify_sharded_embedding(
-        f"embedding_equivalence.distributed:{form}",
-        sharding=sharding, world_size=world, options=ALL_OPTIONS, seed=SEED,
-    )  # fmt: skip
-    assert report.passed, str(report)
-    phase = list(sharded_boundaries(sharding, world, ALL_OPTIONS, report.dtypes, ("cpu",)))
-    assert report.boundary_examples == len(phase)
-    assert report.examples == 50 + len(phase)
-    assert report.world_size == world
-    assert report.group_starts == 1  # no restart: no rank ever waited on another
+@pytest.mark.usefixtures("_shared_ranks")
+class TestOnSharedRanks:
+    """Verifications that leave their ranks healthy: each takes over the previous one's."""
 
+    def test_a_form_passes_at_a_small_budget(self) -> None:
+        # The fast tier's sharded verification: the whole boundary phase, 5 random examples.
+        report = verify_sharded_embedding(
+            "embedding_equivalence.distributed:vocab_parallel_embedding",
+            options=ALL_OPTIONS, max_examples=5, seed=SEED,
+        )  # fmt: skip
+        assert report.passed, str(report)
+        assert report.examples == 5 + report.boundary_examples
+        assert report.group_starts <= 1  # 0 when it took over the ranks of an earlier test
 
-@pytest.mark.parametrize(
-    ("control", "sharding"),
-    [("correct_vocab_parallel", "vocab"), ("correct_dim_parallel", "dim")],
-)
-def test_the_hand_written_kernels_pass_without_their_bugs(control: str, sharding: str) -> None:
-    report = verify_sharded_embedding(
-        f"sharded_mutants:{control}", sharding=sharding, options=ALL_OPTIONS, seed=SEED
+    def test_the_next_group_takes_over_the_kept_ranks(self) -> None:
+        reference = "embedding_equivalence.distributed:vocab_parallel_embedding"
+        with WorkerGroup(2) as first:
+            outcomes = first.run(reference, _call(3, [0, 2]), "vocab")
+            pids = first.pids
+        assert [o.error for o in outcomes] == [None, None]
+        assert set(pids) <= set(shared_pids())  # closed in good health: kept running
+        with WorkerGroup(2) as second:
+            outcomes = second.run(reference, _call(5, [4, 1, 4]), "vocab")
+            assert (second.pids, second.starts, second.reuses) == (pids, 0, 1)
+        assert [o.error for o in outcomes] == [None, None]
+        expected = torch.arange(10.0).reshape(5, 2)[[4, 1, 4]]
+        assert all(torch.equal(o.output, expected) for o in outcomes)  # type: ignore[arg-type]
+
+    @pytest.mark.parametrize("seed", [1, 2])  # the catch does not depend on the seed
+    def test_a_kernel_wrong_when_v_is_not_a_multiple_of_the_world_is_caught_at_once(
+        self, seed: int
+    ) -> None:
+        report = verify_sharded_embedding(
+            "sharded_mutants:offset_from_own_shard_size", max_examples=1, seed=seed
+        )
+        assert not report.passed
+        assert report.boundary == "fails from V = 3; passes at 2"
+        assert report.failure is not None
+        assert re.search(r"^out\[", report.failure)
+        assert report.counterexample is not None
+        assert report.counterexample.startswith("# Run with: torchrun --nproc-per-node 2 repro.py")
+        assert "weight = torch.randn(3, 3" in report.counterexample
+        assert "distribute_tensor(weight, mesh, [Shard(0)]" in report.counterexample
+
+    @pytest.mark.slow
+    @pytest.mark.parametrize(("form", "sharding", "world"), FORMS)
+    def test_the_package_forms_pass_with_every_option(
+        self, form: str, sharding: str, world: int
+    ) -> None:
+        report = verify_sharded_embedding(
+            f"embedding_equivalence.distributed:{form}",
+            sharding=sharding, world_size=world, options=ALL_OPTIONS, seed=SEED,
+        )  # fmt: skip
+        assert report.passed, str(report)
+        phase = list(sharded_boundaries(sharding, world, ALL_OPTIONS, report.dtypes, ("cpu",)))
+        assert report.boundary_examples == len(phase)
+        assert report.examples == 100 + len(phase)  # the default budget
+        assert report.world_size == world
+        assert report.group_starts <= 1  # no restart: no rank ever waited on another
+
+    @pytest.mark.slow
+    @pytest.mark.parametrize(
+        ("control", "sharding"),
+        [("correct_vocab_parallel", "vocab"), ("correct_dim_parallel", "dim")],
     )
-    assert report.passed, str(report)
+    def test_the_hand_written_kernels_pass_without_their_bugs(
+        self, control: str, sharding: str
+    ) -> None:
+        report = verify_sharded_embedding(
+            f"sharded_mutants:{control}", sharding=sharding, options=ALL_OPTIONS, seed=SEED
+        )
+        assert report.passed, str(report)
+
+    @pytest.mark.slow
+    @pytest.mark.parametrize("mutant", [pytest.param(m, id=m.name) for m in SHARDED_MUTANTS])
+    def test_every_sharded_mutant_is_caught(self, mutant: ShardedMutant) -> None:
+        report = verify_sharded_embedding(
+            mutant.fn, sharding=mutant.sharding, options=mutant.options, seed=SEED
+        )
+        assert not report.passed, f"{mutant.name} was not caught:\n{report}"
+        assert report.failure is not None
+        assert re.search(mutant.symptom, report.failure), report.failure
+        assert report.counterexample is not None
+        assert report.counterexample.startswith("# Run with: torchrun --nproc-per-node 2 repro.py")
+        assert f"from sharded_mutants import {mutant.name} as candidate" in report.counterexample
+
+    @pytest.mark.slow
+    def test_a_group_that_failed_is_not_kept(self) -> None:
+        with WorkerGroup(2) as group, pytest.raises(GroupFailure, match="rank 1 died"):
+            group.run("sharded_candidates:dies_on_rank_1", _call(3, [0, 2]), "vocab")
+        assert group.pids == []
+        if sys.platform.startswith("linux"):
+            assert set(_workers()) == set(shared_pids())  # the failed ranks were ended
 
 
-@pytest.mark.parametrize("mutant", [pytest.param(m, id=m.name) for m in SHARDED_MUTANTS])
-def test_every_sharded_mutant_is_caught(mutant: ShardedMutant) -> None:
-    report = verify_sharded_embedding(
-        mutant.fn, sharding=mutant.sharding, options=mutant.options, seed=SEED
-    )
-    assert not report.passed, f"{mutant.name} was not caught:\n{report}"
-    assert report.failure is not None
-    assert re.search(mutant.symptom, report.failure), report.failure
-    assert report.counterexample is not None
-    assert report.counterexample.startswith("# Run with: torchrun --nproc-per-node 2 repro.py")
-    assert f"from sharded_mutants import {mutant.name} as candidate" in report.counterexample
+# --- the failure modes of sharded code, each on a group of its own --------------------------
 
 
-# --- the failure modes of sharded code -----------------------------------------------------
+def test_start_up_has_its_own_timeout() -> None:
+    group = WorkerGroup(2, timeout=60, startup_timeout=0.01)
+    message = r"did not connect while starting \(start-up timeout 0\.01 s\)"
+    with pytest.raises(GroupFailure, match=message):
+        group.start()
+    assert group.pids == []
 
 
+@pytest.mark.slow
+def test_start_up_is_not_bounded_by_the_call_timeout() -> None:
+    # A call timeout far below a start on a loaded machine: the ranks still join.
+    with WorkerGroup(2, timeout=0.5) as group:
+        group.start()
+        assert len(group.pids) == 2
+        assert group.starts == 1
+
+
+@pytest.mark.slow
 def test_a_rank_that_raises_while_the_others_wait_is_a_failing_report() -> None:
     # The random phase alone: its shrinking calls again after the failure, on a restarted group.
     report = verify_sharded_embedding(
@@ -209,6 +313,7 @@ def test_a_rank_that_raises_while_the_others_wait_is_a_failing_report() -> None:
     assert report.group_starts >= 2  # restarted after the other rank was left waiting
 
 
+@pytest.mark.slow
 def test_a_rank_that_hangs_is_reported_with_its_stack_within_the_timeout() -> None:
     report = verify_sharded_embedding("sharded_candidates:hangs_on_rank_1", seed=SEED, timeout=3)
     assert not report.passed
@@ -220,6 +325,7 @@ def test_a_rank_that_hangs_is_reported_with_its_stack_within_the_timeout() -> No
     assert report.counterexample is not None
 
 
+@pytest.mark.slow
 def test_a_rank_that_dies_is_reported_with_its_exit_status() -> None:
     report = verify_sharded_embedding("sharded_candidates:dies_on_rank_1", seed=SEED)
     assert not report.passed
@@ -284,26 +390,10 @@ def test_sharded_boundaries_sit_at_every_shard_edge(sharding: str, world: int) -
     assert all(b.axis != "bad input" and b.case.device == "cpu" for b in on_cuda)
 
 
-@pytest.mark.parametrize("seed", [1, 2])  # the catch does not depend on the seed
-def test_a_kernel_wrong_when_v_is_not_a_multiple_of_the_world_is_caught_at_once(
-    seed: int,
-) -> None:
-    report = verify_sharded_embedding(
-        "sharded_mutants:offset_from_own_shard_size", max_examples=1, seed=seed
-    )
-    assert not report.passed
-    assert report.boundary == "fails from V = 3; passes at 2"
-    assert report.failure is not None
-    assert re.search(r"^out\[", report.failure)
-    assert report.counterexample is not None
-    assert report.counterexample.startswith("# Run with: torchrun --nproc-per-node 2 repro.py")
-    assert "weight = torch.randn(3, 3" in report.counterexample
-    assert "distribute_tensor(weight, mesh, [Shard(0)]" in report.counterexample
-
-
 # --- under torchrun ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("candidate", "sharding", "failure"),
     [

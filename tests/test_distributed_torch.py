@@ -3,6 +3,9 @@
 What the verifier finds in torch 2.13 (CPU, gloo) is pinned here: each defect is a strict
 xfail with the smallest call that shows it, run on a real process group, so that a torch
 release that fixes it turns the test red and the note in the docs gets updated.
+
+The module is in the slow tier (it starts process groups); its world-size-2 groups share their
+ranks (``shared_workers``): each test takes over the ranks the previous one left running.
 """
 
 from __future__ import annotations
@@ -14,9 +17,18 @@ import torch
 
 from embedding_equivalence._cases import Call
 from embedding_equivalence.distributed import verify_sharded_embedding
-from embedding_equivalence.distributed._group import WorkerGroup
+from embedding_equivalence.distributed._group import WorkerGroup, shared_workers
+
+pytestmark = pytest.mark.slow
 
 SEED = 0
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _shared_ranks() -> Iterator[None]:
+    """One world-size-2 group for the module (a group that fails is restarted)."""
+    with shared_workers():
+        yield
 
 
 @pytest.fixture

@@ -14,8 +14,14 @@ so that it can notice a rank that raises, hangs or dies while the others wait in
 - a rank that **dies** is found when its connection closes; its exit status and the end of
   its log are reported.
 
+Start-up has its own timeout (``startup_timeout``, 120 s by default), separate from a call's
+(``timeout``): on a loaded machine starting Python, importing torch and joining the group can take
+far longer than a call, and a slow start is not a hung rank.
+
 Workers are ended by their pid: at `WorkerGroup.close`, when the group is restarted, and
-when this process exits. Each worker also asks Linux to kill it if this process dies.
+when this process exits. Each worker also asks Linux to kill it if this process dies. Inside
+[`shared_workers`][] a group closed in good health leaves its ranks running for the next group
+with the same settings, which takes them over instead of starting its own.
 """
 
 from __future__ import annotations
@@ -31,7 +37,9 @@ import sys
 import tempfile
 import time
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from multiprocessing.connection import Connection, Listener, wait
 from typing import Any
 
@@ -41,19 +49,30 @@ import torch.distributed as dist
 from .._check import Outcome
 
 __all__ = [
+    "DEFAULT_STARTUP_TIMEOUT",
     "DEFAULT_TIMEOUT",
+    "STARTUP_TIMEOUT_ENV",
     "TIMEOUT_ENV",
     "GroupFailure",
     "StillWaiting",
     "WorkerGroup",
+    "narrow_timeout",
     "receive",
     "send",
+    "shared_pids",
+    "shared_workers",
 ]
 
 #: Environment variable that raises the default per-call timeout (seconds).
 TIMEOUT_ENV = "EMBEDDING_EQUIVALENCE_DISTRIBUTED_TIMEOUT"
 #: Seconds a call may take on every rank before the group is declared hung.
 DEFAULT_TIMEOUT = float(os.environ.get(TIMEOUT_ENV, "20"))
+#: Environment variable that raises the default start-up timeout (seconds).
+STARTUP_TIMEOUT_ENV = "EMBEDDING_EQUIVALENCE_DISTRIBUTED_STARTUP_TIMEOUT"
+#: Seconds the ranks may take to start and join the process group: Python's start, torch's
+#: import and the rendezvous take a few seconds on an idle machine and many times that under
+#: load, so this is generous and separate from a call's timeout.
+DEFAULT_STARTUP_TIMEOUT = float(os.environ.get(STARTUP_TIMEOUT_ENV, "120"))
 #: Seconds the other ranks get to report after one rank raised or died.
 _GRACE = 1.0
 _HOST = "127.0.0.1"
@@ -67,6 +86,23 @@ def send(conn: Connection, obj: object) -> None:
 def receive(conn: Connection) -> Any:
     """Receive what [`send`][] sent."""
     return pickle.loads(conn.recv_bytes())
+
+
+def narrow_timeout(group: dist.ProcessGroup | None, seconds: float) -> None:
+    """Give a process group, joined under the start-up timeout, the timeout of a call.
+
+    A group's timeout bounds its rendezvous as well as its collectives, so the ranks join
+    with the generous start-up timeout and then narrow it here (torch's ``_set_pg_timeout``;
+    where a torch lacks it, the group keeps the start-up timeout and the caller's own
+    timeout still ends a hung call).
+
+    Args:
+        group: the group (``None``: the default group).
+        seconds: the timeout of one collective from now on.
+    """
+    setter = getattr(dist.distributed_c10d, "_set_pg_timeout", None)
+    if setter is not None:
+        setter(timedelta(seconds=seconds), group)
 
 
 class StillWaiting(RuntimeError):
@@ -114,6 +150,62 @@ def _kill(workers: list[_Worker]) -> None:
         w.log.close()
 
 
+def _stop(workers: list[_Worker]) -> None:
+    """Ask every worker to leave its group and exit, then end them all by pid."""
+    for w in workers:
+        if w.conn is not None and w.process.poll() is None:
+            with contextlib.suppress(OSError):
+                send(w.conn, None)
+    deadline = time.monotonic() + 2.0
+    for w in workers:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            w.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+    _kill(workers)
+
+
+#: The settings a group's ranks were started with: who may take them over.
+_Key = tuple[int, str, str, float]
+#: The running ranks kept by [`shared_workers`][] (with the store they joined through), by
+#: their settings; ``None`` outside it.
+_SHARED: dict[_Key, tuple[list[_Worker], dist.TCPStore]] | None = None
+
+
+@contextlib.contextmanager
+def shared_workers() -> Iterator[None]:
+    """Within this block, started ranks outlive their group and serve the next one.
+
+    A [`WorkerGroup`][] closed in good health (every rank alive and idle) leaves its ranks
+    running, and the next group with the same world size, device, backend and call timeout
+    takes them over instead of starting its own, so that several verifications in a row (a
+    test module, a script over many candidates) pay for one start-up, as PyTorch's
+    ``MultiProcContinousTest`` shares one group among its tests. A group in which a rank
+    raised while the others waited, hung or died is still killed, and the next group starts
+    afresh. The ranks keep the environment and import path of the process as it was when they
+    started. When the block ends, every kept rank is ended by its pid; a nested block uses the
+    outer one's ranks.
+
+    Yields:
+        Nothing: the groups created inside the block share their ranks.
+    """
+    global _SHARED
+    if _SHARED is not None:
+        yield
+        return
+    _SHARED = {}
+    try:
+        yield
+    finally:
+        kept, _SHARED = _SHARED, None
+        for workers, _ in kept.values():
+            _stop(workers)
+
+
+def shared_pids() -> list[int]:
+    """The pids of the ranks that [`shared_workers`][] keeps between groups."""
+    kept = _SHARED or {}
+    return [w.process.pid for workers, _ in kept.values() for w in workers]
+
+
 def gpus_short(world_size: int, device: str, backend: str | None, flag: str) -> str | None:
     """Why ``world_size`` spawned ranks over nccl cannot start here, or ``None`` when they can.
 
@@ -151,7 +243,10 @@ class WorkerGroup:
         device: ``"cpu"`` (gloo) or ``"cuda"`` (nccl; one GPU per rank, round robin).
         backend: the torch.distributed backend; ``None`` picks gloo or nccl by ``device``.
         timeout: seconds a call may take before the group is declared hung; also the
-            process group's own timeout.
+            process group's own timeout once the ranks have joined.
+        startup_timeout: seconds the ranks may take to start and join the process group
+            (default 120, or ``$EMBEDDING_EQUIVALENCE_DISTRIBUTED_STARTUP_TIMEOUT``); a rank
+            that has not joined by then is reported as hung.
     """
 
     def __init__(
@@ -161,15 +256,21 @@ class WorkerGroup:
         device: str = "cpu",
         backend: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
+        startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
     ) -> None:
         self.world_size = world_size
         self.device = device
         self.backend = backend or ("nccl" if device == "cuda" else "gloo")
         self.timeout = timeout
+        self.startup_timeout = startup_timeout
+        #: Processes started (a restart counts again); ranks taken over from
+        #: [`shared_workers`][] are counted in ``reuses`` instead.
         self.starts = 0
+        self.reuses = 0
         self.startup_seconds: list[float] = []
         self._workers: list[_Worker] = []
         self._store: dist.TCPStore | None = None
+        self._busy = False  # a call was sent and not every rank has answered it
         self._finalizer = weakref.finalize(self, _kill, self._workers)
         atexit.register(self._finalizer)
 
@@ -184,19 +285,53 @@ class WorkerGroup:
         """The pids of the running workers."""
         return [w.process.pid for w in self._workers if w.process.poll() is None]
 
+    @property
+    def _key(self) -> _Key:
+        return (self.world_size, self.device, self.backend, float(self.timeout))
+
+    def _healthy(self) -> bool:
+        """Every rank alive, connected and idle: fit to serve another group."""
+        return (
+            len(self._workers) == self.world_size
+            and not self._busy
+            and all(w.conn is not None and w.process.poll() is None for w in self._workers)
+        )
+
     def close(self) -> None:
-        """Stop every worker (by its pid) and release the store."""
-        for w in self._workers:
-            if w.conn is not None and w.process.poll() is None:
-                with contextlib.suppress(OSError):
-                    send(w.conn, None)
-        deadline = time.monotonic() + 2.0
-        for w in self._workers:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                w.process.wait(timeout=max(0.0, deadline - time.monotonic()))
-        _kill(self._workers)
+        """Stop every worker (by its pid) and release the store.
+
+        Inside [`shared_workers`][], a healthy group's ranks are kept running instead, for the
+        next group with the same settings.
+        """
+        if _SHARED is not None and self._store is not None and self._healthy():
+            replaced = _SHARED.pop(self._key, None)
+            if replaced is not None:
+                _stop(replaced[0])
+            _SHARED[self._key] = (list(self._workers), self._store)
+            self._workers.clear()
+            self._store = None
+            return
+        self._shut_down()
+
+    def _shut_down(self) -> None:
+        """Stop every worker (by its pid) and release the store, shared or not."""
+        _stop(self._workers)
         self._workers.clear()
         self._store = None
+        self._busy = False
+
+    def _take_shared(self) -> bool:
+        """Take over the running ranks that [`shared_workers`][] kept for these settings."""
+        if _SHARED is None or self._key not in _SHARED:
+            return False
+        workers, store = _SHARED.pop(self._key)
+        if not all(w.conn is not None and w.process.poll() is None for w in workers):
+            _stop(workers)
+            return False
+        self._workers.extend(workers)
+        self._store = store
+        self.reuses += 1
+        return True
 
     def _environment(self, rank: int, conn_port: int, key: bytes) -> dict[str, str]:
         env = dict(os.environ)
@@ -212,6 +347,7 @@ class WorkerGroup:
             EE_STORE_PORT=str(self._store.port),
             EE_KEY=key.hex(),
             EE_TIMEOUT=str(self.timeout),
+            EE_STARTUP_TIMEOUT=str(self.startup_timeout),
             EE_BACKEND=self.backend,
             EE_DEVICE=self.device,
         )
@@ -220,10 +356,14 @@ class WorkerGroup:
     def start(self) -> None:
         """Start the workers and wait until every rank has joined the process group.
 
+        Inside [`shared_workers`][], take over the kept ranks of these settings if there are.
+
         Raises:
-            GroupFailure: a worker died or did not join within the timeout.
+            GroupFailure: a worker died or did not join within the start-up timeout.
         """
-        self.close()
+        self._shut_down()
+        if self._take_shared():
+            return
         begin = time.perf_counter()
         self._store = dist.TCPStore(_HOST, 0, None, is_master=True, wait_for_workers=False)
         key = secrets.token_bytes(16)
@@ -248,12 +388,14 @@ class WorkerGroup:
         """Accept one connection a worker, failing fast if a worker dies first."""
         sock = listener._listener._socket  # type: ignore[attr-defined]
         sock.settimeout(0.2)
-        deadline = time.monotonic() + self.timeout
+        deadline = time.monotonic() + self.startup_timeout
         pending = {w.rank for w in self._workers}
         while pending:
             self._raise_if_dead("starting")
             if time.monotonic() > deadline:
-                self._fail(sorted(pending), "hung", "did not connect while starting")
+                self._fail(
+                    sorted(pending), "hung", "did not connect while starting", self.startup_timeout
+                )
             try:
                 conn = listener.accept()
             except (TimeoutError, OSError):
@@ -270,7 +412,7 @@ class WorkerGroup:
 
     def _wait_ready(self) -> None:
         pending = {r: c for c, r in self._connections().items()}
-        deadline = time.monotonic() + self.timeout
+        deadline = time.monotonic() + self.startup_timeout
         while pending:
             ready = wait(list(pending.values()), timeout=0.2)
             for conn in ready:
@@ -283,15 +425,20 @@ class WorkerGroup:
                 pending.pop(rank)
             self._raise_if_dead("joining the process group")
             if pending and time.monotonic() > deadline:
-                self._fail(sorted(pending), "hung", "did not join the process group")
+                self._fail(
+                    sorted(pending), "hung", "did not join the process group", self.startup_timeout
+                )
 
     def _raise_if_dead(self, doing: str) -> None:
         dead = [w for w in self._workers if w.process.poll() is not None]
         if dead:
             self._fail([w.rank for w in dead], "died", f"died while {doing}")
 
-    def _fail(self, ranks: list[int], kind: str, what: str) -> None:
-        """Kill the group and raise [`GroupFailure`][] with each failed rank's log."""
+    def _fail(self, ranks: list[int], kind: str, what: str, timeout: float | None = None) -> None:
+        """Kill the group and raise [`GroupFailure`][] with each failed rank's log.
+
+        ``timeout`` is the one that ran out (default: the call's).
+        """
         workers = [self._workers[r] for r in ranks]
         if kind == "hung":
             for w in workers:
@@ -304,8 +451,12 @@ class WorkerGroup:
             status = "" if code is None else f" (exit status {code})"
             parts.append(f"rank {w.rank}{status}, the end of its log:\n{w.tail() or '(empty)'}")
         names = ", ".join(f"rank {r}" for r in ranks)
-        message = f"{names} {what} (timeout {self.timeout:g} s)\n\n" + "\n\n".join(parts)
-        self.close()
+        if timeout is None:
+            limit = f"timeout {self.timeout:g} s"
+        else:
+            limit = f"start-up timeout {timeout:g} s"
+        message = f"{names} {what} ({limit})\n\n" + "\n\n".join(parts)
+        self._shut_down()
         raise GroupFailure(message, ranks, kind)
 
     def run(self, *request: Any) -> list[Outcome]:
@@ -326,6 +477,7 @@ class WorkerGroup:
         """
         if not self._workers:
             self.start()
+        self._busy = True
         for w in self._workers:
             assert w.conn is not None
             try:
@@ -354,6 +506,7 @@ class WorkerGroup:
                 break
         missing = sorted(set(range(self.world_size)) - set(outcomes))
         if not missing:
+            self._busy = False
             return self._ordered(outcomes)
         self._raise_if_dead("running the call")
         if not outcomes or all(o.error is None for o in outcomes.values()):
@@ -368,7 +521,7 @@ class WorkerGroup:
                 ),
                 stage="forward",
             )
-        self.close()  # restarted by the next run
+        self._shut_down()  # restarted by the next run
         return self._ordered(outcomes)
 
     def _ordered(self, outcomes: dict[int, Outcome]) -> list[Outcome]:

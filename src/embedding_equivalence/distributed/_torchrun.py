@@ -13,6 +13,9 @@ fails inside the candidate from taking the verifier's own messages down with it:
 - the **inbox** (gloo), on which rank 0 broadcasts each call and the final report; the
   serving ranks wait on it while rank 0 shrinks, so its timeout is long.
 
+Each group is created under the start-up timeout (creating one waits for every rank to arrive,
+which on a loaded machine can take longer than a call) and then given its own timeout.
+
 A rank that dies ends the whole job: torchrun stops the other ranks. A rank that hangs is
 reported by rank 0, which returns the failing report at once; the hung rank (and any rank
 still waiting for rank 0's next message) stays until torchrun or the user stops the job.
@@ -30,7 +33,7 @@ from torch.distributed.device_mesh import DeviceMesh
 
 from .._cases import Call
 from .._check import Outcome
-from ._group import GroupFailure
+from ._group import DEFAULT_STARTUP_TIMEOUT, GroupFailure, narrow_timeout
 from ._rank import run_on_rank
 
 __all__ = ["TorchrunGroup"]
@@ -39,10 +42,15 @@ __all__ = ["TorchrunGroup"]
 _INBOX_TIMEOUT = timedelta(hours=1)
 
 
-def _new_group(timeout: timedelta, backend: str | None = None) -> dist.ProcessGroup:
-    """``dist.new_group`` over every rank; this process is in it, so it is a real group."""
-    group = dist.new_group(backend=backend, timeout=timeout)
+def _new_group(timeout: timedelta, startup: float, backend: str | None = None) -> dist.ProcessGroup:
+    """``dist.new_group`` over every rank; this process is in it, so it is a real group.
+
+    The group is created under ``startup`` seconds (or ``timeout`` if longer), then narrowed
+    to ``timeout``.
+    """
+    group = dist.new_group(backend=backend, timeout=max(timeout, timedelta(seconds=startup)))
     assert isinstance(group, dist.ProcessGroup)
+    narrow_timeout(group, timeout.total_seconds())
     return group
 
 
@@ -56,24 +64,30 @@ class TorchrunGroup:
     Args:
         device: ``"cpu"`` or ``"cuda"``.
         timeout: seconds a call may take on the work group.
+        startup_timeout: seconds the ranks may take to create each group (default 120, or
+            ``$EMBEDDING_EQUIVALENCE_DISTRIBUTED_STARTUP_TIMEOUT``).
     """
 
-    def __init__(self, device: str, timeout: float) -> None:
+    def __init__(
+        self, device: str, timeout: float, *, startup_timeout: float = DEFAULT_STARTUP_TIMEOUT
+    ) -> None:
         self.device = device
         self.world_size = dist.get_world_size()
         self.rank = dist.get_rank()
         self.timeout = timeout
+        self.startup_timeout = startup_timeout
         self.starts = 0
         self.startup_seconds: list[float] = []
-        self._inbox = _new_group(_INBOX_TIMEOUT, "gloo")
-        self._outbox = _new_group(timedelta(seconds=2 * timeout + 10), "gloo")
+        self._inbox = _new_group(_INBOX_TIMEOUT, startup_timeout, "gloo")
+        self._outbox = _new_group(timedelta(seconds=2 * timeout + 10), startup_timeout, "gloo")
         self._stale = False
         self._hung = False
         self.mesh = self._new_mesh()
 
     def _new_mesh(self) -> DeviceMesh:
         start = time.perf_counter()
-        mesh = DeviceMesh.from_group(_new_group(timedelta(seconds=self.timeout)), self.device)
+        group = _new_group(timedelta(seconds=self.timeout), self.startup_timeout)
+        mesh = DeviceMesh.from_group(group, self.device)
         self.starts += 1
         self.startup_seconds.append(time.perf_counter() - start)
         return mesh

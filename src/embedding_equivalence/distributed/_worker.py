@@ -6,8 +6,9 @@ package, torch, and the candidate's module (by name), so a script without an
 ``if __name__ == "__main__":`` guard can start a group.
 
 It connects back to the parent over a local socket (an authenticated
-`multiprocessing.connection`), joins the process group through the parent's TCP store,
-then serves requests until told to stop or until the parent goes away.
+`multiprocessing.connection`), joins the process group through the parent's TCP store under
+the start-up timeout, narrows the group's timeout to a call's, then serves requests until told
+to stop or until the parent goes away.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from multiprocessing.connection import Client
 import torch
 import torch.distributed as dist
 
-from ._group import receive, send
+from ._group import narrow_timeout, receive, send
 from ._rank import run_on_rank, shutdown_group
 
 __all__ = ["main"]
@@ -46,20 +47,23 @@ def main() -> None:
     _die_with_parent()
     env = os.environ
     rank, world = int(env["EE_RANK"]), int(env["EE_WORLD_SIZE"])
-    timeout = timedelta(seconds=float(env["EE_TIMEOUT"]))
+    # Joining waits for the slowest rank to start: it gets the start-up timeout, the
+    # collectives afterwards a call's.
+    startup = timedelta(seconds=float(env["EE_STARTUP_TIMEOUT"]))
     # A hung rank's stacks, on request of the parent (SIGUSR1), into this rank's stderr file.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     torch.set_num_threads(1)  # the examples are small; ranks share the machine's cores
     conn = Client((env["EE_HOST"], int(env["EE_CONN_PORT"])), authkey=bytes.fromhex(env["EE_KEY"]))
     send(conn, ("hello", rank, os.getpid()))
     store = dist.TCPStore(
-        env["EE_HOST"], int(env["EE_STORE_PORT"]), world, is_master=False, timeout=timeout
+        env["EE_HOST"], int(env["EE_STORE_PORT"]), world, is_master=False, timeout=startup
     )
     backend = env["EE_BACKEND"]
     device = env["EE_DEVICE"]
     if device == "cuda":
         torch.cuda.set_device(rank % torch.cuda.device_count())
-    dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout)
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=startup)
+    narrow_timeout(None, float(env["EE_TIMEOUT"]))
     send(conn, ("ready", rank, None))
     try:
         while True:

@@ -111,6 +111,7 @@ BAD_CALLS = [
     pytest.param({"sharding": "row"}, "sharding='row' must be one of", id="sharding"),
     pytest.param({"world_size": 0}, "world_size=0 must be a positive int", id="world"),
     pytest.param({"timeout": 0}, "timeout=0 must be a positive", id="timeout"),
+    pytest.param({"startup_timeout": -1}, "startup_timeout=-1 must be a positive", id="startup"),
     pytest.param({"devices": ["cuda:7"]}, "not available here", id="device"),
     pytest.param({"options": ("sparse",)}, "'sparse'", id="sparse"),
     pytest.param({"max_examples": 0}, "max_examples=0 must be a positive int", id="budget"),

@@ -38,7 +38,13 @@ from .._verify import (
 )
 from ..oracle import EmbeddingOracle
 from ._boundaries import sharded_boundaries
-from ._group import DEFAULT_TIMEOUT, GroupFailure, WorkerGroup, gpus_short
+from ._group import (
+    DEFAULT_STARTUP_TIMEOUT,
+    DEFAULT_TIMEOUT,
+    GroupFailure,
+    WorkerGroup,
+    gpus_short,
+)
 from ._rank import SHARDINGS
 from ._torchrun import TorchrunGroup
 
@@ -213,6 +219,7 @@ def verify_sharded_embedding(
     world_size: int = 2,
     backend: str | None = None,
     timeout: float = DEFAULT_TIMEOUT,
+    startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
     boundaries: bool = True,
 ) -> VerificationReport:
     """Verify a sharded embedding kernel on the ranks of a process group, forward and backward.
@@ -260,6 +267,9 @@ def verify_sharded_embedding(
         backend: the torch.distributed backend; ``None``: gloo on the CPU, nccl on CUDA.
         timeout: seconds one example may take on every rank before the group is declared
             hung (default 20, or ``$EMBEDDING_EQUIVALENCE_DISTRIBUTED_TIMEOUT``).
+        startup_timeout: seconds the ranks may take to start and join the group, apart from
+            a call's ``timeout`` (a loaded machine starts processes slowly; default 120, or
+            ``$EMBEDDING_EQUIVALENCE_DISTRIBUTED_STARTUP_TIMEOUT``).
         boundaries: first run the fixed boundary examples of sharded tables (``V`` and ``D``
             from 1 to the world size and around its multiples, so that trailing shards are
             short or empty, up to 4,096 rows and 1,024 columns; ids at every shard edge; 0-d
@@ -273,7 +283,8 @@ def verify_sharded_embedding(
 
     Raises:
         InvalidArgument: a candidate the workers cannot import, an unknown sharding or option,
-            a device that is not present, or a bad ``world_size``/``timeout``/``max_examples``
+            a device that is not present, or a bad ``world_size``/``timeout``/
+            ``startup_timeout``/``max_examples``
             (over nccl, ``world_size`` at most the number of GPUs: one rank per GPU).
     """
     reference, fn = _reference(candidate)
@@ -282,8 +293,9 @@ def verify_sharded_embedding(
         raise InvalidArgument(f"sharding={sharding!r} must be one of {sorted(SHARDINGS)}")
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
         raise InvalidArgument(f"world_size={world_size!r} must be a positive int")
-    if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
-        raise InvalidArgument(f"timeout={timeout!r} must be a positive number of seconds")
+    for name, seconds in (("timeout", timeout), ("startup_timeout", startup_timeout)):
+        if not (isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds > 0):
+            raise InvalidArgument(f"{name}={seconds!r} must be a positive number of seconds")
     existing = dist.is_available() and dist.is_initialized()
     if existing:
         own = "cuda" if dist.get_backend() == "nccl" else "cpu"
@@ -319,9 +331,15 @@ def verify_sharded_embedding(
             else dts
         )
         group = (
-            TorchrunGroup(device, timeout)
+            TorchrunGroup(device, timeout, startup_timeout=startup_timeout)
             if existing
-            else WorkerGroup(world_size, device=device, backend=backend, timeout=timeout)
+            else WorkerGroup(
+                world_size,
+                device=device,
+                backend=backend,
+                timeout=timeout,
+                startup_timeout=startup_timeout,
+            )
         )
         if isinstance(group, TorchrunGroup) and group.rank != 0:
             return group.serve()

@@ -67,7 +67,7 @@ def child(kind: str, dtype_name: str, examples: int, threads: int, seed: int) ->
     import torch.nn.functional as F
 
     import embedding_equivalence as ee
-    from embedding_equivalence._sizes import large_table_sizes
+    from embedding_equivalence._draw.sizes import large_table_sizes
 
     torch.set_num_threads(threads)
     dtype = getattr(torch, dtype_name)

@@ -51,7 +51,11 @@ def test_the_data_path_is_well_formed() -> None:
     assert all(p.role.strip() for p in _parts())
     # The engine, _check, holds both seams and the judge.
     engine = {
-        s.name for row in figures.DATA_PATH for s in row for p in s.parts if p.module == "_check"
+        s.name
+        for row in figures.DATA_PATH
+        for s in row
+        for p in s.parts
+        if p.module == "_engine.check"
     }
     assert engine == {"runner (seam 1)", "oracle (seam 2)", "judge"}
 

@@ -25,7 +25,8 @@ from typing import Any
 import pytest
 import torch
 
-from embedding_equivalence import _console, cli
+from embedding_equivalence._cli import console as _console
+from embedding_equivalence._cli import main as cli
 from embedding_equivalence.forms import registry
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 import embedding_equivalence as ee
-from embedding_equivalence._boundaries import (
+from embedding_equivalence._draw.boundaries import (
     LIMITS,
     around_powers_of_two,
     bag_boundaries,
@@ -379,7 +379,7 @@ def test_torch_defects_are_found_under_every_seed(defect: str, seed: int) -> Non
 
 
 def test_every_defect_of_the_table_is_covered_or_explained() -> None:
-    from embedding_equivalence._torch_defects import TORCH_DEFECTS
+    from embedding_equivalence._engine.torch_defects import TORCH_DEFECTS
 
     ids = {d.id for d in TORCH_DEFECTS}
     assert ids - set(_DEFECT_RUNS) == {"bag-max-nan-only-first"}

@@ -19,12 +19,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import embedding_equivalence as ee
-from embedding_equivalence import _console
-from embedding_equivalence._console import cell_seed
-from embedding_equivalence.cli import main
+import pytest
+from embedding_equivalence._cli import console as _console
+from embedding_equivalence._cli.console import cell_seed
+from embedding_equivalence._cli.main import main
 
 FAST = [
     "--dtypes", "float32", "--devices", "cpu", "--max-examples", "8", "--seed", "0",

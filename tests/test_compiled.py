@@ -7,12 +7,11 @@ generation on every graph. ``benchmarks/compiled_speed.py`` times the default ba
 
 from __future__ import annotations
 
+import embedding_equivalence as ee
 import torch
 import torch._dynamo
 import torch.nn.functional as F
 from torch._dynamo.utils import counters
-
-import embedding_equivalence as ee
 
 SEED = 0
 
@@ -77,7 +76,7 @@ def test_every_example_runs_compiled_past_dynamos_recompile_limit() -> None:
 
 def test_the_repro_of_a_compiled_torch_function_imports_the_function_it_wraps() -> None:
     compiled = torch.compile(F.embedding, backend="aot_eager")
-    from embedding_equivalence._repro import candidate_source
+    from embedding_equivalence._engine.repro import candidate_source
 
     source = candidate_source(compiled)
     assert "from torch.nn.functional import embedding as original" in source
@@ -89,7 +88,7 @@ def test_a_compiled_local_function_is_said_to_be_not_rebuildable() -> None:
     def doubled(input: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         return F.embedding(input, weight) * 2
 
-    from embedding_equivalence._repro import candidate_source
+    from embedding_equivalence._engine.repro import candidate_source
 
     source = candidate_source(torch.compile(doubled, backend="aot_eager"))
     assert "cannot be imported by its qualified name either" in source

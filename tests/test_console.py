@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from embedding_equivalence import _console
+from embedding_equivalence._cli import console as _console
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -99,7 +99,10 @@ _WITHOUT_RICH = textwrap.dedent(
             return True
 
 
-    from embedding_equivalence import _console, cli
+    from embedding_equivalence._cli import console as _console
+
+
+    from embedding_equivalence._cli import main as cli
 
     out, err = Terminal(), Terminal()
     sys.stdout, sys.stderr = out, err

@@ -28,7 +28,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from embedding_equivalence._cases import Call
+from embedding_equivalence._draw.cases import Call
 from embedding_equivalence.distributed import shard_range, verify_sharded_embedding
 from embedding_equivalence.distributed._boundaries import around_world_multiples, sharded_boundaries
 from embedding_equivalence.distributed._group import (

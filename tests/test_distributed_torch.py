@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from embedding_equivalence._cases import Call
+from embedding_equivalence._draw.cases import Call
 from embedding_equivalence.distributed import verify_sharded_embedding
 from embedding_equivalence.distributed._group import WorkerGroup, shared_workers
 

@@ -90,7 +90,9 @@ def _cycle(modules: dict[str, Path]) -> list[str] | None:
 
 
 def test_the_import_graph_is_read() -> None:
-    assert "embedding_equivalence._check" in _imports(MODULES, "embedding_equivalence._verify")
+    assert "embedding_equivalence._engine.check" in _imports(
+        MODULES, "embedding_equivalence._engine.verify"
+    )
     assert "embedding_equivalence.forms" in _imports(MODULES, "embedding_equivalence.oracle.bag")
 
 
@@ -116,3 +118,32 @@ def test_no_import_circle() -> None:
 def test_no_source_file_over_800_lines(module: str) -> None:
     lines = MODULES[module].read_text(encoding="utf-8").count("\n")
     assert lines <= MAX_LINES, f"{MODULES[module].relative_to(PACKAGE)} has {lines} lines"
+
+
+#: The layers, lowest first, and the ones each must not import: a lower layer never reaches
+#: up (the drawing layer knows nothing of the engine, the engine nothing of the console).
+LAYER_RULES = {
+    "forms": ("oracle", "_draw", "_engine", "_cli", "distributed", "strategies", "testing"),
+    "oracle": ("_engine", "_cli", "distributed", "strategies", "testing"),
+    "_draw": ("_engine", "_cli", "distributed", "testing"),
+    "_engine": ("_cli", "distributed"),
+    "distributed": ("_cli",),
+}
+
+
+def _layer(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+@pytest.mark.parametrize("layer", sorted(LAYER_RULES))
+def test_a_layer_never_imports_a_layer_above_it(layer: str) -> None:
+    forbidden = {f"{NAME}.{name}" for name in LAYER_RULES[layer]}
+    found = sorted(
+        f"{module} imports {target}"
+        for module in MODULES
+        if _layer(module) == layer
+        for target in _imports(MODULES, module)
+        if any(target == f or target.startswith(f + ".") for f in forbidden)
+    )
+    assert not found, found

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 import embedding_equivalence as ee
-from embedding_equivalence._repro import candidate_source
+from embedding_equivalence._engine.repro import candidate_source
 from mutants import MUTANTS, Mutant
 
 CANNOT = "cannot be imported by its qualified name"

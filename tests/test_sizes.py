@@ -21,15 +21,15 @@ from hypothesis.errors import InvalidArgument
 import embedding_equivalence as ee
 import embedding_equivalence.oracle.expected as expected_module
 from embedding_equivalence import strategies as ees
-from embedding_equivalence._check import (
+from embedding_equivalence._cli.main import main
+from embedding_equivalence._draw.sizes import case_sizes, example_bytes, large_table_sizes
+from embedding_equivalence._draw.tensors import LARGE_TABLE_ELEMENTS, edge_rows, is_large_table
+from embedding_equivalence._engine.check import (
     EquivalenceError,
     check_case,
     compare_exact_or_bounded,
     compare_rows,
 )
-from embedding_equivalence._draw_tensors import LARGE_TABLE_ELEMENTS, edge_rows, is_large_table
-from embedding_equivalence._sizes import case_sizes, example_bytes, large_table_sizes
-from embedding_equivalence.cli import main
 from embedding_equivalence.forms.quantized import lookup_quantized_embedding
 from embedding_equivalence.oracle import EmbeddingOracle
 from embedding_equivalence.oracle.expected import ExpectedRows, RowDigests

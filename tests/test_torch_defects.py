@@ -22,18 +22,23 @@ import torch.nn.functional as F
 from hypothesis import strategies as st
 
 import embedding_equivalence as ee
-import embedding_equivalence._torch_defects as torch_defects
+import embedding_equivalence._engine.torch_defects as torch_defects
 from embedding_equivalence import strategies as ees
-from embedding_equivalence._check import CheckableCase, EquivalenceError, case_snippet, check_case
-from embedding_equivalence._repro import candidate_source
-from embedding_equivalence._torch_defects import (
+from embedding_equivalence._engine.check import (
+    CheckableCase,
+    EquivalenceError,
+    case_snippet,
+    check_case,
+)
+from embedding_equivalence._engine.repro import candidate_source
+from embedding_equivalence._engine.torch_defects import (
     NOT_IN_TABLE,
     TORCH_DEFECTS,
     TorchDefect,
     describe,
     torch_defect_behind,
 )
-from embedding_equivalence._verify import run_verification, with_invalid
+from embedding_equivalence._engine.verify import run_verification, with_invalid
 from embedding_equivalence.forms.options import option_applies
 from embedding_equivalence.oracle import BagOracle, EmbeddingOracle
 from embedding_equivalence.strategies import (

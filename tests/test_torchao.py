@@ -18,7 +18,7 @@ import torch
 
 import embedding_equivalence as ee
 from embedding_equivalence import strategies as ees
-from embedding_equivalence._check import EquivalenceError
+from embedding_equivalence._engine.check import EquivalenceError
 
 pytest.importorskip("torchao.quantization", reason="torchao is not installed (the quant extra)")
 

@@ -38,8 +38,9 @@ triton = pytest.importorskip(
 pytest.importorskip("numpy", reason="Triton's interpreter needs numpy (the 'triton' extra)")
 
 import embedding_equivalence as ee  # noqa: E402
-from embedding_equivalence import _triton, _triton_limits  # noqa: E402
-from embedding_equivalence.cli import main  # noqa: E402
+from embedding_equivalence._cli.main import main  # noqa: E402
+from embedding_equivalence._engine import triton as _triton  # noqa: E402
+from embedding_equivalence._engine import triton_limits as _triton_limits  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "docs" / "_scripts"

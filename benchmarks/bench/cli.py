@@ -1,9 +1,9 @@
 """The ``bench`` command line: ``main(argv)``, its options, the sweep and ``--compare``.
 
 ``python benchmarks/efficiency.py ARGS`` calls [`main`][]. A bad command line raises
-[`UsageError`][embedding_equivalence._usage.UsageError] inside and ends as one line on stderr
+[`UsageError`][embedding_equivalence._cli.usage.UsageError] inside and ends as one line on stderr
 with exit status 2. The report goes to stdout and the progress to stderr, through
-[`_console`][embedding_equivalence._console]; a bare ``--json`` puts the results as JSON alone
+[`console`][embedding_equivalence._cli.console]; a bare ``--json`` puts the results as JSON alone
 on stdout.
 """
 
@@ -19,8 +19,8 @@ from typing import Any, NoReturn, TextIO
 
 import torch
 
-from embedding_equivalence._console import Progress, print_table, write_json
-from embedding_equivalence._usage import UsageError, int_at_least
+from embedding_equivalence._cli.console import Progress, print_table, write_json
+from embedding_equivalence._cli.usage import UsageError, int_at_least
 
 from .compare import (
     IMPLEMENTATIONS,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from embedding_equivalence._console import Table
+from embedding_equivalence._cli.console import Table
 from embedding_equivalence.forms import registry
 
 from .timing import (

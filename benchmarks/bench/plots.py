@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from embedding_equivalence._usage import UsageError
+from embedding_equivalence._cli.usage import UsageError
 
 from .results import CaseResult, SweepReport, find_case, v_sweep_points
 from .sweep_forms import SWEEP_FORMS

@@ -2,7 +2,7 @@
 
 [`format_calibration`][], [`format_headline`][] and [`format_sweep_table`][] are the text
 of the ``bench`` command; it prints [`headline_table`][] and [`sweep_table`][] as rich tables
-on a terminal (see [`_console`][embedding_equivalence._console]). [`write_outputs`][] writes
+on a terminal (see [`console`][embedding_equivalence._cli.console]). [`write_outputs`][] writes
 the result files and the plots ([`plots`][bench.plots]).
 """
 
@@ -15,7 +15,7 @@ import textwrap
 from dataclasses import asdict
 from pathlib import Path
 
-from embedding_equivalence._console import Table
+from embedding_equivalence._cli.console import Table
 from embedding_equivalence.forms.validation import format_bytes
 
 from .calibration import Calibration
@@ -101,7 +101,7 @@ def headline_table(report: SweepReport) -> Table:
         report: as returned by [`run_sweep`][bench.sweep.run_sweep].
 
     Returns:
-        The [`Table`][embedding_equivalence._console.Table].
+        The [`Table`][embedding_equivalence._cli.console.Table].
     """
     c = report.config
     title = (
@@ -166,7 +166,7 @@ def sweep_table(report: SweepReport) -> Table:
         report: as returned by [`run_sweep`][bench.sweep.run_sweep].
 
     Returns:
-        The [`Table`][embedding_equivalence._console.Table], one section per point.
+        The [`Table`][embedding_equivalence._cli.console.Table], one section per point.
     """
     header = [
         "form",

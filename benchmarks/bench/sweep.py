@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from embedding_equivalence._console import Progress
+from embedding_equivalence._cli.console import Progress
 from embedding_equivalence.forms.validation import (
     OneHotTooLargeError,
     available_memory_bytes,

@@ -15,9 +15,9 @@ Examples:
     torch.Size([2, 2, 4])
 """
 
-from ._check import EquivalenceError
-from ._sizes import large_table_sizes
-from ._verify import (
+from ._draw.sizes import large_table_sizes
+from ._engine.check import EquivalenceError
+from ._engine.verify import (
     VerificationReport,
     verify_embedding,
     verify_embedding_bag,

@@ -1,5 +1,5 @@
 """``python -m embedding_equivalence``: the console script."""
 
-from .cli import main
+from ._cli.main import main
 
 raise SystemExit(main())

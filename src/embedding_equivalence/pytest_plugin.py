@@ -39,7 +39,7 @@ from collections.abc import Mapping
 
 import pytest
 
-from ._usage import int_at_least
+from ._cli.usage import int_at_least
 from .forms.validation import FLOAT_DTYPES
 from .strategies import available_devices, supported_float_dtypes
 

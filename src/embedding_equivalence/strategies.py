@@ -30,11 +30,12 @@ import torch
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from . import _draw_bags as _bags
-from . import _draw_embeddings as _embeddings
-from . import _draw_quantized as _quantized
-from . import _draw_tensors as _tensors
-from ._cases import (
+from ._draw import bags as _bags
+from ._draw import embeddings as _embeddings
+from ._draw import quantized as _quantized
+from ._draw import tensors as _tensors
+from ._draw.bags import BAG_INVALID_KINDS, CRASHING_BAG_INVALID_KINDS
+from ._draw.cases import (
     IDS_LAYOUTS,
     WEIGHT_LAYOUTS,
     BagTensors,
@@ -43,10 +44,9 @@ from ._cases import (
     IdsRecipe,
     WeightRecipe,
 )
-from ._draw_bags import BAG_INVALID_KINDS, CRASHING_BAG_INVALID_KINDS
-from ._draw_quantized import QuantizedEmbeddingCase, QuantizedTableRecipe
-from ._draw_tensors import DEFAULT_MAX_ELEMENTS as _DEFAULT_MAX_ELEMENTS
-from ._draw_tensors import available_devices, supported_float_dtypes
+from ._draw.quantized import QuantizedEmbeddingCase, QuantizedTableRecipe
+from ._draw.tensors import DEFAULT_MAX_ELEMENTS as _DEFAULT_MAX_ELEMENTS
+from ._draw.tensors import available_devices, supported_float_dtypes
 from .forms.options import BAG_MODES, BAG_OPTIONS, EMBEDDING_OPTIONS
 from .forms.quantized import check_scheme as _check_scheme
 

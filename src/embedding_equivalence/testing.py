@@ -28,11 +28,12 @@ from typing import Any
 
 import torch
 
-from . import _check, _repro
-from ._cases import Call as _Call
-from ._cases import EmbeddingBagCase as _EmbeddingBagCase
-from ._cases import EmbeddingCase as _EmbeddingCase
-from ._check import EquivalenceError, compare_exact_or_bounded
+from ._draw.cases import Call as _Call
+from ._draw.cases import EmbeddingBagCase as _EmbeddingBagCase
+from ._draw.cases import EmbeddingCase as _EmbeddingCase
+from ._engine import check as _check
+from ._engine import repro as _repro
+from ._engine.check import EquivalenceError, compare_exact_or_bounded
 from .oracle import BagOracle as _BagOracle
 from .oracle import EmbeddingOracle as _EmbeddingOracle
 from .oracle import Oracle as _Oracle

@@ -26,8 +26,8 @@ class Part:
     """One module's share of a stage.
 
     Attributes:
-        module: the module, relative to the package (``"_check"`` is
-            ``embedding_equivalence._check``).
+        module: the module, relative to the package (``"_engine.check"`` is
+            ``embedding_equivalence._engine.check``).
         role: what the module does at this stage, one or two sentences.
     """
 
@@ -52,7 +52,7 @@ class Stage:
     parts: tuple[Part, ...]
 
 
-_CHECK = "_check"
+_CHECK = "_engine.check"
 
 #: The data path, row by row: every stage of a row feeds every stage of the next.
 DATA_PATH: tuple[tuple[Stage, ...], ...] = (
@@ -77,7 +77,7 @@ DATA_PATH: tuple[tuple[Stage, ...], ...] = (
             "fresh tensors",
             (
                 Part(
-                    "_cases",
+                    "_draw.cases",
                     "`EmbeddingCase`, `EmbeddingBagCase`: one drawn call made only of plain "
                     "values (`IdsRecipe`, `WeightRecipe`, options, grad seed); `.build()` makes "
                     "fresh tensors, `.source()` writes the Python that rebuilds them.",
@@ -155,7 +155,7 @@ DATA_PATH: tuple[tuple[Stage, ...], ...] = (
             "",
             (
                 Part(
-                    "_verify",
+                    "_engine.verify",
                     "`verify_embedding`, `verify_embedding_bag`: thin adapters (a strategy, an "
                     "oracle, an options table) that run Hypothesis over the engine and build "
                     "the `VerificationReport`.",
@@ -177,7 +177,7 @@ DATA_PATH: tuple[tuple[Stage, ...], ...] = (
             "",
             (
                 Part(
-                    "_repro",
+                    "_engine.repro",
                     "The runnable repro snippet of a failure, and the one rule for naming the "
                     "candidate in it (`candidate_source`).",
                 ),

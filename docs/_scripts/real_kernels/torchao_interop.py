@@ -42,15 +42,15 @@ from hypothesis import note
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from embedding_equivalence._cases import Call as _Call
-from embedding_equivalence._cases import IdsRecipe as _IdsRecipe
-from embedding_equivalence._cases import WeightRecipe as _WeightRecipe
-from embedding_equivalence._check import EquivalenceError as _EquivalenceError
-from embedding_equivalence._draw_tensors import SEEDS as _SEEDS
-from embedding_equivalence._draw_tensors import ids_recipes as _ids_recipes
-from embedding_equivalence._verify import VerificationReport as _VerificationReport
-from embedding_equivalence._verify import check_budget as _check_budget
-from embedding_equivalence._verify import run_verification as _run_verification
+from embedding_equivalence._draw.cases import Call as _Call
+from embedding_equivalence._draw.cases import IdsRecipe as _IdsRecipe
+from embedding_equivalence._draw.cases import WeightRecipe as _WeightRecipe
+from embedding_equivalence._draw.tensors import SEEDS as _SEEDS
+from embedding_equivalence._draw.tensors import ids_recipes as _ids_recipes
+from embedding_equivalence._engine.check import EquivalenceError as _EquivalenceError
+from embedding_equivalence._engine.verify import VerificationReport as _VerificationReport
+from embedding_equivalence._engine.verify import check_budget as _check_budget
+from embedding_equivalence._engine.verify import run_verification as _run_verification
 from embedding_equivalence.forms.quantized import QuantizedTable as _QuantizedTable
 from embedding_equivalence.forms.quantized import dequantize_rowwise as _dequantize_rowwise
 from embedding_equivalence.oracle.quantized import QuantizedOracle as _QuantizedOracle

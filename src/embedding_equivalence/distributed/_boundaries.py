@@ -1,6 +1,6 @@
 """The boundary examples of sharded tables, beside the verifier that runs them.
 
-The data and the helpers of [`embedding_equivalence._boundaries`][] applied to tables sharded
+The data and the helpers of [`embedding_equivalence._draw.boundaries`][] applied to tables sharded
 over ``world_size`` ranks: ``V`` (``sharding="vocab"``) or ``D`` (``"dim"``) around the world
 size and its multiples, with empty trailing shards, and ids at every shard edge.
 """
@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from .._boundaries import (
+from .._draw.boundaries import (
     _EMBEDDING_EXCLUSIVE,
     Boundary,
     _bad_lookups,
@@ -24,7 +24,7 @@ from .._boundaries import (
     _Turns,
     option_sets,
 )
-from .._cases import EmbeddingCase, IdsRun
+from .._draw.cases import EmbeddingCase, IdsRun
 
 __all__ = ["SHARDED_LIMITS", "around_world_multiples", "sharded_boundaries"]
 

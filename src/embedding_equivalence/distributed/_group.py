@@ -46,7 +46,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from .._check import Outcome
+from .._engine.check import Outcome
 
 __all__ = [
     "DEFAULT_STARTUP_TIMEOUT",

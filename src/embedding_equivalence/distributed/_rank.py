@@ -21,9 +21,9 @@ import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.tensor import DTensor, Shard, distribute_tensor
 
-from .._cases import Call
-from .._check import Outcome
-from .._repro import import_reference
+from .._draw.cases import Call
+from .._engine.check import Outcome
+from .._engine.repro import import_reference
 
 __all__ = ["SHARDINGS", "load_candidate", "run_on_rank", "shutdown_group"]
 
@@ -104,8 +104,8 @@ def run_on_rank(
         mesh: the 1-D mesh to shard over (default: one over the whole default group).
 
     Returns:
-        The [`Outcome`][embedding_equivalence._check.Outcome] of this rank, with plain CPU tensors
-        (``output`` and ``weight_grad`` full, ``table`` the full table after the call).
+        The [`Outcome`][embedding_equivalence._engine.check.Outcome] of this rank, with plain CPU
+        tensors (``output`` and ``weight_grad`` full, ``table`` the full table after the call).
     """
     start = time.perf_counter()
     outcome = Outcome(rank=dist.get_rank())

@@ -31,8 +31,8 @@ from typing import Any
 import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh
 
-from .._cases import Call
-from .._check import Outcome
+from .._draw.cases import Call
+from .._engine.check import Outcome
 from ._group import DEFAULT_STARTUP_TIMEOUT, GroupFailure, narrow_timeout
 from ._rank import run_on_rank
 

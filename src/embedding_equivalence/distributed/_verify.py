@@ -23,11 +23,11 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from .. import strategies as ees
-from .._cases import Call
-from .._check import AbortRun, CheckableCase, Outcome, Snippet
-from .._repro import import_reference, why_not_importable
-from .._sizes import SizeSpec, case_sizes
-from .._verify import (
+from .._draw.cases import Call
+from .._draw.sizes import SizeSpec, case_sizes
+from .._engine.check import AbortRun, CheckableCase, Outcome, Snippet
+from .._engine.repro import import_reference, why_not_importable
+from .._engine.verify import (
     VerificationReport,
     check_budget,
     merge_reports,

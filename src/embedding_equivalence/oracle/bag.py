@@ -72,7 +72,7 @@ from typing import TYPE_CHECKING, NamedTuple, TypedDict
 
 import torch
 
-from .._cases import Call
+from .._draw.cases import Call
 from ..forms.options import BAG_MODES
 from .bounds import (
     U64,

@@ -42,7 +42,7 @@ from typing import Any
 
 import torch
 
-from .._cases import Call
+from .._draw.cases import Call
 from .bounds import U64, nan_max, renorm_error_bound, subnormal_loss, unit_roundoff
 from .expected import ExpectedRows, RowDigests, table_as_it_was
 

@@ -3,7 +3,7 @@
 An oracle is built from one call's tensors before the candidate runs, and reads from them
 then all that it will answer with: the candidate may change its table in place (``max_norm``),
 and the engine makes no copy of the table for the oracle. The engine
-([`embedding_equivalence._check`][]) asks it for the exact output and its bound, the table
+([`embedding_equivalence._engine.check`][]) asks it for the exact output and its bound, the table
 after ``max_norm``'s in-place renorm, and the gradients, and compares the candidate's with
 them. [`EmbeddingOracle`][embedding_equivalence.oracle.embedding.EmbeddingOracle] and
 [`BagOracle`][embedding_equivalence.oracle.bag.BagOracle] implement it; a new verifier (quantized

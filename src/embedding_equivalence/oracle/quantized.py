@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from .._cases import Call
+from .._draw.cases import Call
 from ..forms.quantized import (
     QuantizedTable,
     check_quantized_args,

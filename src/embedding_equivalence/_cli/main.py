@@ -4,13 +4,13 @@ Exit codes: 0 when everything passed, 1 when a verification failed (the runnable
 printed), 2 on a usage error (one line on stderr, no traceback).
 
 Results go to stdout and progress to stderr, through
-[`_console`][embedding_equivalence._console]: a progress bar and a rich table on a terminal,
+[`console`][embedding_equivalence._cli.console]: a progress bar and a rich table on a terminal,
 plain lines in a pipe, a file or under ``CI``. A bare ``--json`` puts the JSON alone on stdout.
 
 ``verify`` runs a table of cells, one per implementation x options x device x dtype, each
 named ``IMPLEMENTATION/OPTIONS/DEVICE/DTYPE``. The run has one seed (``--seed``, or drawn at
 random), printed with the summary and in the JSON; each cell verifies under its own seed,
-[`cell_seed`][embedding_equivalence._console.cell_seed] of the run's seed and the cell's name
+[`cell_seed`][embedding_equivalence._cli.console.cell_seed] of the run's seed and the cell's name
 (the first 4 bytes of ``sha256("RUN_SEED/CELL")``, big-endian), so that the cells draw
 different examples and ``verify --seed RUN_SEED --only CELL`` replays one of them: a failing
 cell prints that command. ``--no-boundaries`` turns off the verifiers' boundary phase.
@@ -31,8 +31,14 @@ from typing import Any, NoReturn, TextIO
 import torch
 from hypothesis.errors import InvalidArgument
 
-from . import __version__
-from ._console import (
+from .. import __version__
+from .._draw.tensors import device_problem, float_dtypes
+from .._engine.repro import import_reference
+from .._engine.triton import switch_interpreter_on
+from ..forms.options import BAG_OPTIONS, EMBEDDING_OPTIONS
+from ..forms.registry import forms
+from ..forms.validation import FLOAT_DTYPES
+from .console import (
     Column,
     Progress,
     cell_name,
@@ -44,13 +50,7 @@ from ._console import (
     result_fields,
     write_title,
 )
-from ._draw_tensors import device_problem, float_dtypes
-from ._repro import import_reference
-from ._triton import switch_interpreter_on
-from ._usage import UsageError, int_at_least
-from .forms.options import BAG_OPTIONS, EMBEDDING_OPTIONS
-from .forms.registry import forms
-from .forms.validation import FLOAT_DTYPES
+from .usage import UsageError, int_at_least
 
 __all__ = ["UsageError", "main"]
 
@@ -412,7 +412,7 @@ def _size_text(value: int | tuple[int, int]) -> str:
 
 def _check_quantized_args(args: argparse.Namespace) -> None:
     """Refuse what a quantized verification cannot take."""
-    from .forms.quantized import SCHEMES
+    from ..forms.quantized import SCHEMES
 
     if args.scheme not in SCHEMES:
         raise UsageError(f"--scheme: unknown {args.scheme!r}; choose from {', '.join(SCHEMES)}")
@@ -481,7 +481,7 @@ def _verify_sharded(
     out: TextIO,
     err: TextIO,
 ) -> int:
-    from .distributed._cli import run_sharded_verify
+    from .sharded import run_sharded_verify
 
     if args.bag:
         raise UsageError("--sharding: sharded embedding bags are not supported; drop --bag")

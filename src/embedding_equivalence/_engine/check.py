@@ -2,7 +2,7 @@
 
 Every verifier and every assertion helper goes through here, in four steps:
 
-1. a [`Call`][embedding_equivalence._cases.Call] is built (from a drawn case, or from the
+1. a [`Call`][embedding_equivalence._draw.cases.Call] is built (from a drawn case, or from the
    tensors a user passed);
 2. an **oracle** ([`Oracle`][embedding_equivalence.oracle.expected.Oracle]) is built from the
    call's tensors *before* the candidate runs;
@@ -30,9 +30,9 @@ from typing import Any, Protocol
 
 import torch
 
-from ._cases import Call
-from ._repro import candidate_source, describe_call, format_float
-from .oracle.expected import ExpectedRows, Oracle, RowDigests, row_chunks
+from .._draw.cases import Call
+from ..oracle.expected import ExpectedRows, Oracle, RowDigests, row_chunks
+from .repro import candidate_source, describe_call, format_float
 
 __all__ = [
     "AbortRun",
@@ -482,7 +482,7 @@ def judge(outcome: Outcome, call: Call, oracle: Oracle, name: str, repro: str) -
         call: the call (its ``grad_output`` decides whether gradients are judged).
         oracle: the exact reference of the call.
         name: the call as written in messages
-            ([`describe_call`][embedding_equivalence._repro.describe_call]).
+            ([`describe_call`][embedding_equivalence._engine.repro.describe_call]).
         repro: the snippet attached to the error.
 
     Returns:

@@ -1,6 +1,6 @@
 """What the command-line interfaces share: the usage error (exit status 2) and argument types.
 
-The console script (``cli``, ``distributed._cli``) and the repository's benchmark
+The console script (``_cli.main``, ``_cli.sharded``) and the repository's benchmark
 (``benchmarks/bench/cli.py``) use them, so that a bad command line reads the same in each.
 """
 

@@ -4,12 +4,12 @@ Started plainly, each row of the table starts its own group of ``--world-size`` 
 on every rank by ``torchrun`` (``torchrun --nproc-per-node 2 -m embedding_equivalence verify
 --sharding vocab``), it joins the group that torchrun describes in the environment, every rank
 runs the same rows, and rank 0 prints the table (and the JSON of ``--json``); every rank exits
-with the same status. The output follows [`_console`][embedding_equivalence._console]'s rule,
+with the same status. The output follows [`console`][embedding_equivalence._cli.console]'s rule,
 as ``verify`` does without ``--sharding``.
 
 A row is a cell ``IMPLEMENTATION/OPTIONS/DEVICE/DTYPES`` (``DTYPES`` comma-separated, or
 ``all`` when ``--dtypes`` is not given) and verifies under its own seed, derived from the
-run's as ``verify`` derives it ([`cell_seed`][embedding_equivalence._console.cell_seed]).
+run's as ``verify`` derives it ([`cell_seed`][embedding_equivalence._cli.console.cell_seed]).
 Under torchrun, rank 0 draws the run's seed when none is given and sends it to every rank.
 """
 
@@ -23,7 +23,12 @@ from typing import Any, TextIO
 import torch
 import torch.distributed as dist
 
-from .._console import (
+from .._engine.verify import VerificationReport
+from ..distributed._group import DEFAULT_TIMEOUT, gpus_short
+from ..distributed._verify import verify_sharded_embedding
+from ..distributed.forms import SHARDED_FORMS
+from ..forms.options import SHARDED_OPTIONS
+from .console import (
     Column,
     Progress,
     cell_name,
@@ -33,12 +38,7 @@ from .._console import (
     replay_command,
     result_fields,
 )
-from .._usage import UsageError
-from .._verify import VerificationReport
-from ..forms.options import SHARDED_OPTIONS
-from ._group import DEFAULT_TIMEOUT, gpus_short
-from ._verify import verify_sharded_embedding
-from .forms import SHARDED_FORMS
+from .usage import UsageError
 
 __all__ = ["run_sharded_verify"]
 

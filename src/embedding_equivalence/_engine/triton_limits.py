@@ -1,9 +1,9 @@
 """The limits of Triton's interpreter, told apart from a kernel's bugs.
 
-Triton's interpreter (see [`embedding_equivalence._triton`][]) runs most of Triton's
+Triton's interpreter (see [`embedding_equivalence._engine.triton`][]) runs most of Triton's
 language, but not all of it. A kernel that fails only because of a limit of the interpreter
 has no bug there, and has not passed either: the verifiers say so, with the triton version,
-as they do for torch's own defects ([`embedding_equivalence._torch_defects`][]).
+as they do for torch's own defects ([`embedding_equivalence._engine.torch_defects`][]).
 [`interpreter_limit_behind`][] decides it for the minimal failing case by behaviour, never by
 the kernel's name:
 
@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from ._check import (
+from .check import (
     CheckableCase,
     EquivalenceError,
     OracleFactory,
@@ -37,7 +37,7 @@ from ._check import (
     preserved_global_state,
     run_in_process,
 )
-from ._triton import INTERPRETER_ENV, interpreter_on, triton_version
+from .triton import INTERPRETER_ENV, interpreter_on, triton_version
 
 __all__ = [
     "INTERPRETER_LIMITS",

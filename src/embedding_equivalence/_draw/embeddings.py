@@ -1,6 +1,6 @@
 """Drawing whole ``F.embedding`` calls, and the parts that ``F.embedding_bag`` calls share.
 
-A bag call is an embedding call plus bags: ``_draw_bags`` draws its options, its
+A bag call is an embedding call plus bags: ``_draw.bags`` draws its options, its
 ``padding_idx`` and its bad ids with the helpers here, so that both strategies follow one
 rule. An option named in ``options`` is present 3 times in 4 and absent when shrunk
 ([`option_drawn`][]), and only ever with a mode that accepts it (``option_applies`` of
@@ -17,9 +17,9 @@ import torch
 from hypothesis import note
 from hypothesis import strategies as st
 
-from ._cases import EmbeddingCase, IdsRecipe
-from ._draw_tensors import SEEDS, Looks, Ranges, draw_basics, draw_ids, draw_weight
-from .forms.options import option_applies
+from ..forms.options import option_applies
+from .cases import EmbeddingCase, IdsRecipe
+from .tensors import SEEDS, Looks, Ranges, draw_basics, draw_ids, draw_weight
 
 __all__ = [
     "LOOKUP_INVALID_KINDS",

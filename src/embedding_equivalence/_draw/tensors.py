@@ -17,8 +17,8 @@ import torch
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from ._cases import IDS_LAYOUTS, WEIGHT_LAYOUTS, IdsRecipe, WeightRecipe
-from .forms.validation import FLOAT_DTYPES, INDEX_DTYPES
+from ..forms.validation import FLOAT_DTYPES, INDEX_DTYPES
+from .cases import IDS_LAYOUTS, WEIGHT_LAYOUTS, IdsRecipe, WeightRecipe
 
 __all__ = [
     "DEFAULT_MAX_ELEMENTS",

@@ -10,11 +10,12 @@ The rule, applied by [`torch_defect_behind`][] to a shrunk failing case, goes by
 never by name:
 
 1. the case is replayed on torch's own function (``F.embedding`` for an
-   [`EmbeddingCase`][embedding_equivalence._cases.EmbeddingCase], ``F.embedding_bag`` for an
-   [`EmbeddingBagCase`][embedding_equivalence._cases.EmbeddingBagCase]) through the same engine and
-   oracle ([`check_case`][embedding_equivalence._check.check_case]). Only when torch fails the very
-   same case is the failure torch's: a kernel that fails where torch passes is never excused,
-   whatever it is called, and a kernel that wraps torch under any name is recognised;
+   [`EmbeddingCase`][embedding_equivalence._draw.cases.EmbeddingCase], ``F.embedding_bag``
+   for an [`EmbeddingBagCase`][embedding_equivalence._draw.cases.EmbeddingBagCase]) through
+   the same engine and oracle ([`check_case`][embedding_equivalence._engine.check.check_case]).
+   Only when torch fails the very same case is the failure torch's: a kernel that fails
+   where torch passes is never excused, whatever it is called, and a kernel that wraps torch
+   under any name is recognised;
 2. the first entry of the table whose predicate matches the case (its shape: options,
    ids, offsets, table values) names the defect and its reference. A failure of torch that
    no entry matches is still torch's, reported as not in the table.
@@ -34,11 +35,11 @@ from typing import Any, Literal
 import torch
 import torch.nn.functional as F
 
-from ._cases import EmbeddingBagCase, EmbeddingCase
-from ._check import EquivalenceError, OracleFactory, check_case, preserved_global_state
-from .forms.bag import bag_bounds
-from .oracle import BagOracle, EmbeddingOracle
-from .oracle.embedding import referenced_rows
+from .._draw.cases import EmbeddingBagCase, EmbeddingCase
+from ..forms.bag import bag_bounds
+from ..oracle import BagOracle, EmbeddingOracle
+from ..oracle.embedding import referenced_rows
+from .check import EquivalenceError, OracleFactory, check_case, preserved_global_state
 
 __all__ = [
     "Case",

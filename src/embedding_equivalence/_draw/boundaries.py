@@ -22,7 +22,8 @@ The dtypes (and devices) requested take turns along each axis, so that the phase
 and every dtype meets sizes past every power of two. The lists are data, here, read by every
 verifier: [`embedding_boundaries`][], [`bag_boundaries`][] and [`quantized_boundaries`][] (and
 ``distributed._boundaries`` for sharded tables) turn them into cases, and
-[`run_boundaries`][embedding_equivalence._boundary_phase.run_boundaries] checks them in order.
+[`run_boundaries`][embedding_equivalence._engine.boundary_phase.run_boundaries] checks them in
+order.
 A failure on an axis is narrowed down to the first failing size by bisection (``fails from
 N = 769; passes at 768``), and the options of the failing case are dropped one by one while it
 still fails.
@@ -39,8 +40,8 @@ from typing import Any
 
 import torch
 
-from ._cases import EmbeddingBagCase, EmbeddingCase, IdsRecipe, IdsRun, WeightRecipe
-from .forms.options import option_applies
+from ..forms.options import option_applies
+from .cases import EmbeddingBagCase, EmbeddingCase, IdsRecipe, IdsRun, WeightRecipe
 
 __all__ = [
     "LIMITS",
@@ -565,7 +566,7 @@ def quantized_boundaries(
     Yields:
         [`Boundary`][] examples.
     """
-    from ._draw_quantized import QuantizedEmbeddingCase, QuantizedTableRecipe
+    from .quantized import QuantizedEmbeddingCase, QuantizedTableRecipe
 
     turns = _Turns(tuple(dtypes), tuple(devices))
     packed = scheme == "uint4"

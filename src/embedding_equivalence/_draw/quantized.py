@@ -20,10 +20,10 @@ import torch
 from hypothesis import note
 from hypothesis import strategies as st
 
-from ._cases import Call, IdsRecipe, dtype_source
-from ._draw_embeddings import draw_bad_lookup, draw_some_ids, lookup_reason
-from ._draw_tensors import SEEDS, Looks, Ranges, draw_basics, draw_ids
-from .forms.quantized import check_scheme
+from ..forms.quantized import check_scheme
+from .cases import Call, IdsRecipe, dtype_source
+from .embeddings import draw_bad_lookup, draw_some_ids, lookup_reason
+from .tensors import SEEDS, Looks, Ranges, draw_basics, draw_ids
 
 __all__ = [
     "QUANTIZED_INVALID_KINDS",

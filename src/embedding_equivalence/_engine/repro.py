@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 
-from ._cases import Call, dtype_source, float_source, kwargs_source
-from ._triton import interpreter_preamble
+from .._draw.cases import Call, dtype_source, float_source, kwargs_source
+from .triton import interpreter_preamble
 
 __all__ = [
     "MAX_LITERAL",

@@ -7,7 +7,7 @@ drawn, so its memory is estimated then, and a run whose largest example would no
 refused with an error that names the size, as the forms refuse a one-hot that would not fit.
 
 The estimate counts what an example allocates ([`example_bytes`][]): a large table (see
-``LARGE_TABLE_ELEMENTS`` in ``_draw_tensors``) in its own dtype and contiguous, its dense
+``LARGE_TABLE_ELEMENTS`` in ``_draw.tensors``) in its own dtype and contiguous, its dense
 gradient, the output and upstream gradient, and the oracle's referenced rows; so a table
 past 2**31 elements (4 GiB in float16, [`large_table_sizes`][]) runs on a machine with
 24 GiB, and one that cannot fit is refused before anything is drawn.
@@ -22,11 +22,11 @@ import torch
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from . import strategies as ees
-from ._draw_tensors import DEFAULT_MAX_ELEMENTS, INT32_ELEMENTS, is_large_table
-from .forms.quantized import check_scheme
-from .forms.validation import available_memory_bytes, format_bytes
-from .oracle.expected import CHUNK_ELEMENTS
+from .. import strategies as ees
+from ..forms.quantized import check_scheme
+from ..forms.validation import available_memory_bytes, format_bytes
+from ..oracle.expected import CHUNK_ELEMENTS
+from .tensors import DEFAULT_MAX_ELEMENTS, INT32_ELEMENTS, is_large_table
 
 __all__ = ["KINDS", "SizeSpec", "case_sizes", "example_bytes", "large_table_sizes"]
 

@@ -1,23 +1,23 @@
 """What every command prints through: one rule for rich output or plain lines.
 
-The rule, [`uses_rich`][embedding_equivalence._console.uses_rich]: a stream gets rich's output
+The rule, [`uses_rich`][embedding_equivalence._cli.console.uses_rich]: a stream gets rich's output
 when ``rich`` is installed (the ``cli`` extra) and the stream is a terminal
-([`is_terminal`][embedding_equivalence._console.is_terminal]: a TTY, with the environment
-variable ``CI`` unset or empty). There [`Progress`][embedding_equivalence._console.Progress]
-draws a progress bar and [`print_table`][embedding_equivalence._console.print_table] a rich
+([`is_terminal`][embedding_equivalence._cli.console.is_terminal]: a TTY, with the environment
+variable ``CI`` unset or empty). There [`Progress`][embedding_equivalence._cli.console.Progress]
+draws a progress bar and [`print_table`][embedding_equivalence._cli.console.print_table] a rich
 table. Anywhere else (a pipe, a file, a CI log, or any stream without ``rich``) every step of
 the progress is one plain line, and a table is aligned plain text, one line a row, with no ANSI
 escape code: the same information either way. Results go to stdout and progress to
 stderr, so that ``--json`` keeps stdout to the JSON alone
-([`write_json`][embedding_equivalence._console.write_json]).
+([`write_json`][embedding_equivalence._cli.console.write_json]).
 
 A ``verify`` run is a table of cells, each named ``IMPLEMENTATION/OPTIONS/DEVICE/DTYPE``
-([`cell_name`][embedding_equivalence._console.cell_name]). The run has one seed, drawn at
+([`cell_name`][embedding_equivalence._cli.console.cell_name]). The run has one seed, drawn at
 random unless given; each cell verifies under its own seed,
-[`cell_seed`][embedding_equivalence._console.cell_seed]: the first 4 bytes, read big-endian,
+[`cell_seed`][embedding_equivalence._cli.console.cell_seed]: the first 4 bytes, read big-endian,
 of the SHA-256 of ``"RUN_SEED/CELL"``. So the cells of a run draw different examples, the same
 run seed gives the same cell seeds on any machine, and ``verify --seed RUN_SEED --only CELL``
-replays one cell ([`replay_command`][embedding_equivalence._console.replay_command]).
+replays one cell ([`replay_command`][embedding_equivalence._cli.console.replay_command]).
 """
 
 from __future__ import annotations
@@ -34,13 +34,13 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ._usage import UsageError
+from .usage import UsageError
 
 if TYPE_CHECKING:
     import rich.console
     import rich.progress
 
-    from ._verify import VerificationReport
+    from .._engine.verify import VerificationReport
 
 __all__ = [
     "HAS_RICH",
@@ -128,7 +128,7 @@ def write_title(stream: TextIO, text: str) -> None:
 
 @dataclass
 class Table:
-    """A table of text cells, for [`print_table`][embedding_equivalence._console.print_table].
+    """A table of text cells, for [`print_table`][embedding_equivalence._cli.console.print_table].
 
     Attributes:
         columns: the column headers.

@@ -1,6 +1,6 @@
 """``verify_embedding``, ``verify_embedding_bag``, ``verify_quantized_embedding``: the verifiers.
 
-Each verifier is a thin adapter over the engine ([`embedding_equivalence._check`][]): a
+Each verifier is a thin adapter over the engine ([`embedding_equivalence._engine.check`][]): a
 strategy that draws cases, an oracle that judges them, and the table of options it exercises.
 [`run_verification`][] runs Hypothesis over any such adapter and builds the report.
 """
@@ -22,12 +22,17 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.errors import Flaky, InvalidArgument
 
-from . import _draw_tensors as _tensors
-from . import strategies as ees
-from ._boundaries import Boundary, bag_boundaries, embedding_boundaries, quantized_boundaries
-from ._boundary_phase import run_boundaries
-from ._cases import EmbeddingBagCase, EmbeddingCase
-from ._check import (
+from .. import strategies as ees
+from .._draw import tensors as _tensors
+from .._draw.boundaries import Boundary, bag_boundaries, embedding_boundaries, quantized_boundaries
+from .._draw.cases import EmbeddingBagCase, EmbeddingCase
+from .._draw.sizes import SizeSpec, case_sizes
+from ..forms.options import option_applies
+from ..forms.quantized import check_scheme
+from ..oracle import BagOracle, EmbeddingOracle
+from ..oracle.quantized import QuantizedOracle
+from .boundary_phase import run_boundaries
+from .check import (
     AbortRun,
     CheckableCase,
     EquivalenceError,
@@ -39,17 +44,12 @@ from ._check import (
     preserved_global_state,
     run_in_process,
 )
-from ._compiled import CompiledRunner, compiled_context
-from ._repro import candidate_name, candidate_source, is_compiled
-from ._sizes import SizeSpec, case_sizes
-from ._torch_defects import describe as describe_defect
-from ._torch_defects import torch_defect_behind
-from ._transforms import check_transforms, check_transforms_argument
-from ._triton_limits import interpreter_limit_note
-from .forms.options import option_applies
-from .forms.quantized import check_scheme
-from .oracle import BagOracle, EmbeddingOracle
-from .oracle.quantized import QuantizedOracle
+from .compiled import CompiledRunner, compiled_context
+from .repro import candidate_name, candidate_source, is_compiled
+from .torch_defects import describe as describe_defect
+from .torch_defects import torch_defect_behind
+from .transforms import check_transforms, check_transforms_argument
+from .triton_limits import interpreter_limit_note
 
 __all__ = [
     "VerificationReport",
@@ -296,7 +296,7 @@ def run_verification(
     Args:
         candidate: the kernel under test.
         cases: the strategy of cases to draw
-            ([`CheckableCase`][embedding_equivalence._check.CheckableCase]).
+            ([`CheckableCase`][embedding_equivalence._engine.check.CheckableCase]).
         oracle_for: builds each call's oracle.
         backward: also check gradients.
         options: for the report.
@@ -308,7 +308,7 @@ def run_verification(
         snippet: writes the counterexample's replay snippet.
         transforms: also check ``jvp`` and/or ``vmap`` on each valid case.
         boundaries: the fixed boundary examples, checked first (see
-            [`embedding_equivalence._boundaries`][]); a failure there ends the run.
+            [`embedding_equivalence._draw.boundaries`][]); a failure there ends the run.
 
     Returns:
         The report.

@@ -1,7 +1,7 @@
 """Drawing whole ``F.embedding_bag`` calls: bags, offsets, modes, per-sample weights, bad input.
 
 The options, ``padding_idx`` and bad ids are drawn as for ``F.embedding`` (the helpers of
-``_draw_embeddings``), with the bag's mode: which option a mode accepts is read from
+``_draw.embeddings``), with the bag's mode: which option a mode accepts is read from
 ``forms.options.OPTION_MODES`` through ``option_applies``, here as everywhere else.
 """
 
@@ -13,15 +13,17 @@ from hypothesis import note
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from ._cases import EmbeddingBagCase, IdsRecipe
-from ._draw_embeddings import (
+from ..forms.bag import bag_bounds
+from ..forms.options import BAG_MODES, BAG_OPTIONS, option_applies
+from .cases import EmbeddingBagCase, IdsRecipe
+from .embeddings import (
     LOOKUP_INVALID_KINDS,
     draw_bad_lookup,
     draw_lookup_options,
     draw_some_ids,
     option_drawn,
 )
-from ._draw_tensors import (
+from .tensors import (
     SEEDS,
     Looks,
     Ranges,
@@ -31,8 +33,6 @@ from ._draw_tensors import (
     draw_weight,
     is_large_table,
 )
-from .forms.bag import bag_bounds
-from .forms.options import BAG_MODES, BAG_OPTIONS, option_applies
 
 __all__ = [
     "BAG_INVALID_KINDS",

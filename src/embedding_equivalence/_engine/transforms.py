@@ -23,8 +23,8 @@ from typing import Any
 
 import torch
 
-from ._cases import Call, _randn, _randn_source
-from ._check import CheckableCase, EquivalenceError, OracleFactory, compare_exact_or_bounded
+from .._draw.cases import Call, _randn, _randn_source
+from .check import CheckableCase, EquivalenceError, OracleFactory, compare_exact_or_bounded
 
 __all__ = ["TRANSFORMS", "check_transforms", "check_transforms_argument"]
 

@@ -2,7 +2,7 @@
 
 [`run_boundaries`][] is what every verifier runs before its random examples (through
 ``run_verification``); the examples themselves are data, in
-[`embedding_equivalence._boundaries`][].
+[`embedding_equivalence._draw.boundaries`][].
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ._boundaries import Boundary
+from .._draw.boundaries import Boundary
 
 __all__ = ["BoundaryFailure", "run_boundaries"]
 

@@ -9,7 +9,7 @@ set it before anything imports triton, and no kernel can have been decorated wit
 command line's ``--triton-interpret``); a repro snippet of a run under the interpreter
 switches it on before it imports the kernel ([`interpreter_preamble`][]). What the
 interpreter cannot run is told apart from a kernel's bugs by
-[`embedding_equivalence._triton_limits`][].
+[`embedding_equivalence._engine.triton_limits`][].
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from ._cases import Call
-from ._check import Outcome, Runner, run_in_process
+from .._draw.cases import Call
+from .check import Outcome, Runner, run_in_process
 
 __all__ = ["RECOMPILE_LIMIT", "CompiledRunner", "compiled_context"]
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install the libraries that docs/real-kernels.md verifies (fbgemm-gpu-cpu, torchrec,
-# megatron-core, torchao) into a virtual environment that already has torch and this package:
+# megatron-core, torchao, liger-kernel, eai-sparsify, flag-gems) into a virtual environment
+# that already has torch and this package (with its triton extra):
 #
 #   python3 -m venv .venv-kernels
 #   .venv-kernels/bin/pip install torch==2.13.0        # the CPU wheel on these machines
@@ -17,7 +18,9 @@
 #      would also replace fbgemm-gpu-cpu's module fbgemm_gpu);
 #   3. megatron-core (its default dependencies only: torch, numpy, packaging);
 #   4. torchao with --no-deps;
-#   5. a check that each one imports.
+#   5. liger-kernel and eai-sparsify (Triton kernels, run under Triton's interpreter);
+#   6. flag-gems with --no-deps (its wheel pins numpy 1.x) and sqlalchemy, which it imports;
+#   7. a check that each one imports (flag_gems only reports why it does not: no GPU).
 #
 # Every step runs under scripts/real-kernels-constraints.txt plus torch==<installed>, so no
 # dependency can replace torch. Each step prints how long it took.
@@ -68,7 +71,9 @@ step "torchrec's dependencies but fbgemm-gpu" \
     tensordict torchmetrics tqdm pyre-extensions
 step "megatron-core" pip install --quiet -c "$constraints" megatron-core
 step "torchao (no deps)" pip install --quiet -c "$constraints" --no-deps torchao
-step "imports" "$python" - <<'PY'
+step "liger-kernel, eai-sparsify" pip install --quiet -c "$constraints" liger-kernel eai-sparsify
+step "flag-gems (no deps), sqlalchemy" pip install --quiet -c "$constraints" --no-deps flag-gems sqlalchemy
+step "imports" env TRITON_INTERPRET=1 "$python" - <<'PY'
 import importlib
 import importlib.metadata
 import logging
@@ -81,7 +86,15 @@ for module, dist in [
     ("torchrec", "torchrec"),
     ("megatron.core", "megatron-core"),
     ("torchao", "torchao"),
+    ("liger_kernel.ops.experimental.embedding", "liger-kernel"),
+    ("sparsify.xformers", "eai-sparsify"),
 ]:
     importlib.import_module(module)
     print(f"    {module} imports ({dist} {importlib.metadata.version(dist)})")
+try:  # it needs a GPU vendor's tools: the Real kernels page records why it does not start
+    importlib.import_module("flag_gems")
+except Exception as exc:
+    print(f"    flag_gems does not import here ({type(exc).__name__}: {exc})".strip())
+else:
+    print(f"    flag_gems imports (flag-gems {importlib.metadata.version('flag-gems')})")
 PY

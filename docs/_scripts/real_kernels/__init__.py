@@ -27,12 +27,18 @@ class Entry:
         requires: the module that must import for the entry to run (the tests skip the entry
             when its top-level package is not installed).
         distributions: the pip distributions whose versions produced the result.
+        env: environment variables of the entry's process, set before its library is
+            imported (``TRITON_INTERPRET=1``: Triton kernels on the CPU).
+        runs_on_cpu: ``False`` for a library that does not start without a GPU: on the CPU
+            the generator records why it does not import, and the page shows that.
     """
 
     id: str
     title: str
     requires: str
     distributions: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
+    runs_on_cpu: bool = True
 
 
 ENTRIES: tuple[Entry, ...] = (
@@ -71,6 +77,27 @@ ENTRIES: tuple[Entry, ...] = (
         "Megatron-core: VocabParallelEmbedding",
         "megatron.core",
         ("megatron-core", "torch"),
+    ),
+    Entry(
+        "liger_embedding",
+        "Liger-Kernel: LigerEmbeddingFunction and LigerEmbedding (Triton)",
+        "liger_kernel.ops.experimental.embedding",
+        ("liger-kernel", "triton", "torch"),
+        env=(("TRITON_INTERPRET", "1"),),
+    ),
+    Entry(
+        "sparsify_embedding_bag",
+        "eai-sparsify: xformers_embedding_bag (Triton)",
+        "sparsify.xformers",
+        ("eai-sparsify", "triton", "torch"),
+        env=(("TRITON_INTERPRET", "1"),),
+    ),
+    Entry(
+        "flaggems_embedding",
+        "FlagGems: embedding (Triton)",
+        "flag_gems",
+        ("flag-gems", "triton", "torch"),
+        runs_on_cpu=False,
     ),
 )
 

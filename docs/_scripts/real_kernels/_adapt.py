@@ -11,7 +11,13 @@ from embedding_equivalence.forms.validation import (
     check_ids_in_range,
 )
 
-__all__ = ["check_bag_call", "check_sharded_call", "no_counterpart", "offsets_with_end"]
+__all__ = [
+    "check_bag_call",
+    "check_embedding_call",
+    "check_sharded_call",
+    "no_counterpart",
+    "offsets_with_end",
+]
 
 _DEFAULTS = {
     "padding_idx": None,
@@ -72,6 +78,19 @@ def check_bag_call(
         scale_grad_by_freq, fn,
     )  # fmt: skip
     check_bag_sparse(sparse, mode, scale_grad_by_freq, fn)
+    check_ids_in_range(input, weight.shape[0], fn)
+
+
+def check_embedding_call(
+    fn: str,
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    padding_idx: int | None,
+    max_norm: float | None,
+    norm_type: float,
+) -> None:
+    """The package's checks of an ``F.embedding`` call (those of its own forms)."""
+    check_embedding_args(input, weight, padding_idx, max_norm, norm_type, fn)
     check_ids_in_range(input, weight.shape[0], fn)
 
 

@@ -46,6 +46,7 @@ __all__ = [
     "entry_result",
     "execute",
     "log",
+    "machine",
     "replay",
     "scrub",
 ]
@@ -175,17 +176,29 @@ def _first_line(text: str, limit: int = 300) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-def classify(passed: bool, failure: str | None, torch_defect: str | None) -> tuple[str, str]:
+def classify(
+    passed: bool,
+    failure: str | None,
+    torch_defect: str | None,
+    interpreter_limit: str | None = None,
+) -> tuple[str, str]:
     """``(kind, text)`` of a run, from its report's failure message.
 
     Kinds: ``"passed"``; ``"refuses"`` (raises on a call that the reference computes);
     ``"accepts bad input"`` (returns a result where the reference raises); ``"differs"``
-    (another result: values, dtype, shape, gradient, a rank that hung or died). A call during
-    which the process itself died is ``"crashes"`` (see [`crash_record`][]).
+    (another result: values, dtype, shape, gradient, a rank that hung or died);
+    ``"interpreter limit"`` (the report names a limit of Triton's interpreter: neither a pass
+    nor the library's bug). A call during which the process itself died is ``"crashes"`` (see
+    [`crash_record`][]).
     """
     if passed:
         return "passed", "passed"
     failure = failure or ""
+    if interpreter_limit:
+        return "interpreter limit", (
+            f"Triton's interpreter cannot run it ({interpreter_limit}): "
+            + _first_line(failure.split("Triton's interpreter", 1)[0])
+        )
     valid = _VALID.search(failure)
     invalid = _INVALID.search(failure)
     if valid:
@@ -217,7 +230,7 @@ def execute(run: Run, *, max_examples: int | None = None) -> dict[str, Any]:
     report = verifier(candidate, **run.arguments(max_examples))
     seconds = time.perf_counter() - start
     defect = report.torch_defect
-    kind, found = classify(report.passed, report.failure, defect)
+    kind, found = classify(report.passed, report.failure, defect, report.interpreter_limit)
     if not report.passed and report.failure:
         # The options are drawn, not forced: the minimal failing call may not pass one.
         call = report.failure.splitlines()[0]
@@ -235,6 +248,7 @@ def execute(run: Run, *, max_examples: int | None = None) -> dict[str, Any]:
         "failure": scrub(report.failure),
         "counterexample": scrub(report.counterexample),
         "torch_defect": defect,
+        "interpreter_limit": report.interpreter_limit,
         "kind": kind,
         "found": found,
     }
@@ -292,6 +306,10 @@ class Probe:
         workaround: a checked adapter that also answers a call the library fails on everywhere
             (so that no mode or dtype passes and the probe would stop), or ``None``.
         workaround_label: what the workaround answers, for the labels.
+        unchecked_workaround: the workaround without the input checks (the adapter as it is,
+            but answering that call), or ``None``: once the workaround was needed, the run on
+            bad input uses it, so that it reaches bad input.
+        unchecked_label: what it answers, for the label of that run.
         fixed: keyword arguments of every call (``sharding``, ``world_size``).
         dtypes: dtypes to try, by name.
         modes: bag modes to try (``None`` for a lookup).
@@ -308,6 +326,8 @@ class Probe:
     checked: str | None = None
     workaround: str | None = None
     workaround_label: str = ""
+    unchecked_workaround: str | None = None
+    unchecked_label: str = ""
     fixed: dict[str, Any] = field(default_factory=dict)
     dtypes: tuple[str, ...] = tuple(DTYPES)
     modes: tuple[str, ...] | None = None
@@ -366,8 +386,12 @@ class Probe:
                 if self.checked is not None and as_is["kind"] != "accepts bad input":
                     # Is bad input refused where the library computes? (The first call may
                     # have stopped at something else first.)
+                    unchecked, label = self.candidate, "as it is"
+                    if candidate == self.workaround and self.unchecked_workaround is not None:
+                        unchecked = self.unchecked_workaround
+                        label = f"as it is ({self.unchecked_label})"
                     self._run(
-                        "as it is, bad input included, on what passed", self.candidate,
+                        f"{label}, bad input included, on what passed", unchecked,
                         dtypes=dtypes, modes=modes, budget=self.final_budget,
                     )  # fmt: skip
         applicable = self._applicable_modes()
@@ -436,6 +460,11 @@ def versions(distributions: tuple[str, ...]) -> dict[str, str]:
     return found
 
 
+def machine() -> str:
+    """The machine, in words: architecture, CPUs, torch threads."""
+    return f"{platform.machine()}, {os.cpu_count()} CPUs, {torch.get_num_threads()} torch threads"
+
+
 def _found_lines(records: list[dict[str, Any]]) -> list[str]:
     """The failing runs' findings, one line each, then one line for the passing runs."""
     lines = [f"{r['label']}: {r['found']}" for r in records if not r["passed"]]
@@ -446,19 +475,23 @@ def _found_lines(records: list[dict[str, Any]]) -> list[str]:
 
 
 def entry_result(
-    entry_id: str, records: list[dict[str, Any]], notes: list[str] | None = None
+    entry_id: str,
+    records: list[dict[str, Any]],
+    notes: list[str] | None = None,
+    defects: tuple[Any, ...] = (),
 ) -> dict[str, Any]:
-    """The JSON of one entry, from its runs' records."""
+    """The JSON of one entry, from its runs' records; ``defects`` (the library's, see
+    ``_reports.Defect``) become ready-to-file reports, each run once to check that it fails."""
     from . import entry
+    from ._reports import reports
 
     e = entry(entry_id)
+    found = versions(e.distributions)
     return {
         "id": e.id,
         "title": e.title,
-        "versions": versions(e.distributions),
-        "machine": (
-            f"{platform.machine()}, {os.cpu_count()} CPUs, {torch.get_num_threads()} torch threads"
-        ),
+        "versions": found,
+        "machine": machine(),
         "generated": datetime.date.today().isoformat(),
         "status": "ran",
         "passed": all(r["passed"] for r in records),
@@ -467,6 +500,7 @@ def entry_result(
         "found": _found_lines(records),
         "notes": notes or [],
         "runs": records,
+        "reports": reports(records, defects, found) if defects else [],
     }
 
 

@@ -170,10 +170,12 @@ def run_child(
 
     If the process dies during a call (a library that aborts, or a timeout), that call is
     recorded as crashed and a new process goes on with the calls after it; ``timeout`` bounds
-    them all. ``env`` is added to the child's environment (and so to its ranks').
+    them all. ``env`` is added to the child's environment (and so to its ranks'), after the
+    entry's own (``Entry.env``).
     """
     from real_kernels._common import crash_record
 
+    env = {**dict(entry(entry_id).env), **(env or {})}
     known: list[dict[str, Any]] = []
     deadline = time.monotonic() + timeout
     with tempfile.TemporaryDirectory(prefix="real-kernels-") as tmp:
@@ -234,6 +236,10 @@ def generate(entry_ids: list[str]) -> dict[str, Any]:
         if kept.get("status") != "never run":
             kept["status"] = "kept"
         kept["not_run"] = {"date": datetime.date.today().isoformat(), "reason": why}
+        if kept["status"] == "never run":  # what was tried: the versions installed here
+            from real_kernels._common import machine, versions
+
+            kept["not_run"].update(versions=versions(e.distributions), machine=machine())
         entries[e.id] = kept
         _log(f"[{e.id}] not run ({why}); the previous result is kept")
     payload = {"schema": SCHEMA, "entries": entries}

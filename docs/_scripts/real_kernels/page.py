@@ -28,6 +28,7 @@ _VERDICT = {
     "accepts bad input": "accepts bad input",
     "differs": "differs",
     "crashes": "process died",
+    "interpreter limit": "Triton's interpreter cannot run it",
 }
 
 
@@ -93,8 +94,12 @@ def render_entry(entry_id: str, entries: dict[str, Any] | None = None) -> str:
     entries = load() if entries is None else entries
     data = entries.get(entry_id)
     if not data or data.get("status") == "never run":
-        reason = (data or {}).get("not_run", {}).get("reason", "no result in the JSON yet")
-        return f'!!! note "Not run yet"\n    {_text(reason)}.\n'
+        not_run = (data or {}).get("not_run", {})
+        reason = not_run.get("reason", "no result in the JSON yet")
+        tried = ""
+        if not_run.get("versions"):
+            tried = f" (tried on {not_run['date']} with {_versions(not_run)}, {not_run['machine']})"
+        return f'!!! note "Not run yet"\n    {_text(reason)}{_text(tried)}.\n'
     out = [_stale(data)]
     out.append(
         f"Produced on {data['generated']} with {_versions(data)} ({data['machine']}): "
@@ -130,4 +135,28 @@ def render_entry(entry_id: str, entries: dict[str, Any] | None = None) -> str:
                     kind="example",
                 )
             )  # fmt: skip
+    out += _reports(data)
     return "\n".join(out) + "\n"
+
+
+def _reports(data: dict[str, Any]) -> list[str]:
+    """The library's defects as ready-to-file reports: a title, the versions, what happens,
+    and a script that needs the library, torch and embedding-equivalence only."""
+    found = data.get("reports") or []
+    if not found:
+        return []
+    out = [
+        "**Ready-to-file reports** (the library's defects among the findings above; each "
+        "script was run in a fresh process, outside this repository, and failed):\n"
+    ]
+    for report in found:
+        body = (
+            f"{report['title']}\n\nVersions: {_versions(report)}\n\nWhat happens:\n"
+            f"{report['failure']}\n\nThe script below ends with (exit status "
+            f"{report['exit_status']}):\n{report['stderr_tail']}"
+        )
+        out.append(f"- {_text(report['title'])}\n")
+        out.append(textwrap.indent(_details("the report", body, kind="bug"), "    "))
+        out.append(textwrap.indent(_details("the script", report["repro"], "python",
+                                            kind="example"), "    "))  # fmt: skip
+    return out

@@ -7,7 +7,8 @@ when it decorates a kernel whether the kernel is compiled or interpreted.
 ``triton_embedding`` is the kernel. ``one_block_embedding`` is the same kernel launched with a
 classic mistake: one program covers a whole row of up to 1,024 columns. ``same_dtype_embedding``
 adds half-precision gradients up in their own dtype, with atomics in bfloat16, which a GPU runs
-and the interpreter does not.
+and the interpreter does not. ``racy_embedding`` adds gradients without atomics, one program
+per id: a race on a GPU, which the interpreter, running one program at a time, cannot show.
 """
 
 import torch
@@ -58,6 +59,24 @@ def scatter_add_rows(
     tl.atomic_add(dst, grad.to(grad_weight_ptr.dtype.element_ty), mask=mask)
 
 
+@triton.jit
+def add_rows_unsafely(
+    ids_ptr, grad_out_ptr, grad_weight_ptr, n, dim, padding_idx,
+    BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+):  # fmt: skip
+    """grad_weight[ids[i], :] = grad_weight[ids[i], :] + grad_out[i, :]: a load and a store,
+    not an atomic. Two programs that read the same row before either writes lose a gradient."""
+    rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
+    in_rows, in_cols = rows < n, cols < dim
+    ids = tl.load(ids_ptr + rows, mask=in_rows, other=0).to(tl.int64)
+    mask = (in_rows & (ids != padding_idx))[:, None] & in_cols[None, :]
+    grad = tl.load(grad_out_ptr + rows[:, None].to(tl.int64) * dim + cols[None, :], mask=mask)
+    dst = grad_weight_ptr + ids[:, None] * dim + cols[None, :]
+    total = tl.load(dst, mask=mask) + grad.to(grad_weight_ptr.dtype.element_ty)
+    tl.store(dst, total, mask=mask)
+
+
 def blocks(n: int, dim: int) -> tuple[tuple[int, int], int, int]:
     """The launch: a 2-D grid over blocks of ids and blocks of columns, and the block sizes."""
     block_d = min(triton.next_power_of_2(dim), MAX_BLOCK_D)
@@ -70,6 +89,13 @@ def one_block_per_row(n: int, dim: int) -> tuple[tuple[int, int], int, int]:
     block_d = min(triton.next_power_of_2(dim), 1024)
     block_n = max(BLOCK_ELEMENTS // block_d, 1)
     return (triton.cdiv(n, block_n), 1), block_n, block_d
+
+
+def one_id_per_program(n: int, dim: int) -> tuple[tuple[int, int], int, int]:
+    """One program per id (and per block of columns): repeated ids meet in different
+    programs only."""
+    block_d = min(triton.next_power_of_2(dim), MAX_BLOCK_D)
+    return (n, triton.cdiv(dim, block_d)), 1, block_d
 
 
 class _Embedding(torch.autograd.Function):
@@ -140,3 +166,11 @@ def one_block_embedding(input, weight, padding_idx=None):
 def same_dtype_embedding(input, weight, padding_idx=None):
     """The same kernels, the gradient added up in its own dtype (bfloat16 atomics too)."""
     return embedding(input, weight, padding_idx, wide=False)
+
+
+def racy_embedding(input, weight, padding_idx=None):
+    """One program per id, and a backward that adds with a load and a store: a race between
+    programs on a GPU."""
+    return embedding(
+        input, weight, padding_idx, launch=one_id_per_program, scatter=add_rows_unsafely
+    )

@@ -100,8 +100,9 @@ INTERPRETER_LIMITS: tuple[InterpreterLimit, ...] = (
     ),
     InterpreterLimit(
         id="gpu-only-operation",
-        summary="the kernel takes a path that only a GPU runs (inline assembly or an extern "
-        "library call such as libdevice): the interpreter raises NotImplementedError",
+        summary="the kernel takes a path that only a GPU runs (inline assembly, or an extern "
+        "function declared with extern_elementwise): the interpreter raises "
+        "NotImplementedError",
         reference="triton/runtime/interpreter.py (inline_asm, extern_elementwise)",
         replay_in_float32=False,
         matches=_not_in_interpreter_mode,

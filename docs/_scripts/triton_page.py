@@ -1,0 +1,111 @@
+"""The page "Verify a Triton kernel without a GPU": its steps, shown and run at build time.
+
+Each step is a file of ``docs/_scripts/triton_steps/``: [`step`][] returns it as a Python code
+block and, below it, what it printed when it ran, under Triton's interpreter. The interpreter is
+switched on for the steps only (``TRITON_INTERPRET=1``, restored after each), so that the pages
+built after this one see the environment they would see without it; the worked kernels are
+imported (or imported again) while it is on. Without triton or numpy, the page says so in
+place of each result instead of failing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import io
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+STEPS = HERE / "triton_steps"
+ROOT = HERE.parents[1]
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+
+def missing() -> str | None:
+    """Why the steps cannot run here, or ``None``."""
+    needs = {"triton": "triton is not installed", "numpy": "numpy is not installed"}
+    for module, why in needs.items():
+        if importlib.util.find_spec(module) is None:
+            return why
+    return None
+
+
+def _not_run(why: str) -> str:
+    return (
+        f'!!! warning "Not run: {why}"\n'
+        f"    The site was built without the `triton` extra, so this result is missing. "
+        f"`pip install 'embedding-equivalence[triton]'` and build again to see it.\n"
+    )
+
+
+@contextlib.contextmanager
+def interpreter() -> Iterator[None]:
+    """``TRITON_INTERPRET=1`` while the block runs, and the worked kernels interpreted."""
+    before = os.environ.get("TRITON_INTERPRET")
+    os.environ["TRITON_INTERPRET"] = "1"
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+
+        kernels = importlib.import_module("triton_kernels")
+        if not isinstance(kernels.gather_rows, InterpretedFunction):
+            importlib.reload(kernels)  # imported before without the interpreter
+        yield
+    finally:
+        if before is None:
+            del os.environ["TRITON_INTERPRET"]
+        else:
+            os.environ["TRITON_INTERPRET"] = before
+
+
+def step(name: str) -> str:
+    """Markdown: the step's code, then what it printed (or why it did not run)."""
+    source = (STEPS / f"{name}.py").read_text(encoding="utf-8")
+    shown = f'```python title="{name}.py"\n{source.rstrip()}\n```\n\n'
+    why = missing()
+    if why is not None:
+        return shown + _not_run(why)
+    out = io.StringIO()
+    with interpreter(), contextlib.redirect_stdout(out):
+        exec(compile(source, f"{name}.py", "exec"), {"__name__": f"triton_steps.{name}"})
+    return shown + f"```text\n{out.getvalue().rstrip()}\n```\n"
+
+
+def command(args: list[str], files: dict[str, str] | None = None, pick: str = "") -> str:
+    """Markdown: ``$ args`` run in a fresh process (in ``docs/_scripts``, or in a folder with
+    ``files`` and the worked kernels), its output and its exit status. With ``pick``, the
+    output is cut to its first three lines (the table) and the first line holding ``pick``."""
+    shown = "$ " + " ".join(args)
+    why = missing()
+    if why is not None:
+        return f"```text\n{shown}\n```\n\n" + _not_run(why)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["COLUMNS"] = "100"
+    with contextlib.ExitStack() as stack:
+        cwd = HERE
+        if files is not None:
+            import tempfile
+
+            cwd = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="triton-page-")))
+            (cwd / "triton_kernels.py").write_text(
+                (HERE / "triton_kernels.py").read_text(encoding="utf-8"), encoding="utf-8"
+            )
+            for file, text in files.items():
+                (cwd / file).write_text(text, encoding="utf-8")
+        executable = [sys.executable, *args[1:]] if args[0] == "python" else args
+        if args[0] == "embedding-equivalence":
+            executable = [sys.executable, "-m", "embedding_equivalence", *args[1:]]
+        done = subprocess.run(
+            executable, cwd=cwd, env=env, capture_output=True, text=True, timeout=600
+        )
+    output = done.stdout.rstrip()
+    if pick:
+        lines = output.splitlines()
+        picked = [line for line in lines if pick in line][:1]
+        output = "\n".join([*lines[:3], "[...]", *picked, "[...]"])
+    return f"```text\n{shown}\n{output}\n$ echo $?\n{done.returncode}\n```\n"

@@ -1,0 +1,13 @@
+import os
+
+os.environ["TRITON_INTERPRET"] = "1"  # before anything imports triton
+
+import torch
+import triton
+from triton_kernels import triton_embedding
+
+import embedding_equivalence as ee
+
+print(f"triton {triton.__version__}, torch {torch.__version__}, {os.cpu_count()} CPUs")
+report = ee.verify_embedding(triton_embedding, options=("padding_idx",), seed=0)
+print(report)

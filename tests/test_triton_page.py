@@ -1,0 +1,80 @@
+"""The page "Verify a Triton kernel without a GPU" (docs/triton.md, docs/_scripts/triton_page.py).
+
+- Without triton (or numpy), each step shows its code and says plainly that its result is
+  missing, instead of failing the build; nothing of the step runs.
+- Built with triton (CI installs the extra), the page holds the results: the worked kernel
+  passed, the bug was caught at its boundary, the interpreter's limit was named.
+- The steps switch the interpreter on for themselves only: the environment is restored.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = ROOT / "docs" / "_scripts"
+if str(SCRIPTS) not in sys.path:
+    sys.path.insert(0, str(SCRIPTS))
+
+import triton_page  # noqa: E402
+
+
+@pytest.fixture
+def without_triton(monkeypatch: pytest.MonkeyPatch) -> None:
+    find_spec = importlib.util.find_spec
+
+    def hidden(name: str, *args: object, **kwargs: object) -> object:
+        return None if name == "triton" else find_spec(name, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(importlib.util, "find_spec", hidden)
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in triton_page.STEPS.glob("*.py")))
+def test_without_triton_a_step_shows_its_code_and_says_so(without_triton: None, name: str) -> None:
+    text = triton_page.step(name)
+    assert text.startswith(f'```python title="{name}.py"\n')
+    assert (triton_page.STEPS / f"{name}.py").read_text(encoding="utf-8").strip() in text
+    assert '!!! warning "Not run: triton is not installed"' in text
+    assert "```text" not in text  # no result: the step did not run
+
+
+def test_without_triton_a_command_says_so(without_triton: None) -> None:
+    text = triton_page.command(["embedding-equivalence", "verify", "--triton-interpret"])
+    assert "$ embedding-equivalence verify --triton-interpret" in text
+    assert "Not run: triton is not installed" in text
+
+
+def test_every_step_is_on_the_page() -> None:
+    page = (ROOT / "docs" / "triton.md").read_text(encoding="utf-8")
+    for path in triton_page.STEPS.glob("*.py"):
+        assert f'step("{path.stem}")' in page, path.stem
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="triton is not installed")
+def test_a_step_runs_under_the_interpreter_and_restores_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    text = triton_page.step("race")
+    assert "PASSED" in text
+    assert "TRITON_INTERPRET" not in os.environ
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="triton is not installed")
+def test_the_built_page_holds_the_results(tmp_path_factory: pytest.TempPathFactory) -> None:
+    from test_docs import build_site  # the same strict build, once per session
+
+    page = (build_site(tmp_path_factory) / "triton" / "index.html").read_text(encoding="utf-8")
+    assert "Not run:" not in page
+    assert "triton_kernels.triton_embedding: PASSED" in page
+    assert "fails from D = 1,025; passes at 1,024" in page
+    assert "interpreter_limit='atomic-dtype'" in page
+    assert "0 active drivers" in page  # the command line without --triton-interpret
+    assert "triton_kernels.racy_embedding: PASSED" in page

@@ -28,6 +28,8 @@ from typing import Any
 __all__ = ["Defect", "inline_candidate", "reports"]
 
 _IMPORT = re.compile(r"^from (real_kernels\.\w+) import (\w+) as candidate$", re.MULTILINE)
+#: The call a finding ends with, `` [adapter(input=..., ...)]`` (and a note after it).
+_CALL = re.compile(r" \[\w+\(.*\)\]( \(.*\))?$")
 #: Seconds a report's script may take.
 TIMEOUT = 300
 
@@ -160,7 +162,7 @@ def reports(
         found.append(
             {
                 "label": defect.label,
-                "title": f"{defect.api}: {record['found'].split(' [')[0]}",
+                "title": f"{defect.api}: {_CALL.sub('', record['found'])}",
                 "versions": versions,
                 "failure": record["failure"],
                 "repro": scrub(script),

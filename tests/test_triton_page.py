@@ -78,3 +78,16 @@ def test_the_built_page_holds_the_results(tmp_path_factory: pytest.TempPathFacto
     assert "interpreter_limit='atomic-dtype'" in page
     assert "0 active drivers" in page  # the command line without --triton-interpret
     assert "triton_kernels.racy_embedding: PASSED" in page
+
+
+def test_the_gpu_run_is_rendered_from_its_json() -> None:
+    import json
+
+    data = json.loads((ROOT / "docs" / "triton-cuda.json").read_text(encoding="utf-8"))
+    text = triton_page.gpu_results()
+    assert data["device"] in text
+    for result in data["results"]:
+        assert f"[{result['check']}]" in text
+        assert all(line in text for line in result["lines"])
+    page = (ROOT / "docs" / "triton.md").read_text(encoding="utf-8")
+    assert "gpu_results()" in page

@@ -109,3 +109,17 @@ def command(args: list[str], files: dict[str, str] | None = None, pick: str = ""
         picked = [line for line in lines if pick in line][:1]
         output = "\n".join([*lines[:3], "[...]", *picked, "[...]"])
     return f"```text\n{shown}\n{output}\n$ echo $?\n{done.returncode}\n```\n"
+
+
+def gpu_results(path: Path = ROOT / "docs" / "triton-cuda.json") -> str:
+    """Markdown: the last run of ``benchmarks/triton_cuda_check.py`` (on a GPU, compiled),
+    as it wrote it."""
+    import json
+
+    data = json.loads(path.read_text(encoding="utf-8"))
+    head = f"{data['device']}, torch {data['torch']}, triton {data['triton']}, no interpreter:"
+    lines = [head]
+    for result in data["results"]:
+        lines.append(f"[{result['check']}] {result['seconds']} s")
+        lines += [f"  {line}" for line in result["lines"] if line]
+    return "```text\n" + "\n".join(lines) + "\n```\n"

@@ -111,9 +111,9 @@ def segment_sums(values: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
 
     Returns:
         ``(S, L)``: row ``s`` is the correctly rounded sum of group ``s``'s rows, column by
-        column (as [`exact_sum`][]: ``nan`` for ``inf - inf``); an empty group sums to zero.
+        column (as ``exact_sum``: ``nan`` for ``inf - inf``); an empty group sums to zero.
         A group of one row is that row and a group of two is one float64 addition, which is
-        correctly rounded; only longer groups are summed in Python, by [`exact_sum`][]
+        correctly rounded; only longer groups are summed in Python, by ``exact_sum``
         (``math.fsum``) over each column's slice.
     """
     out = torch.zeros(counts.shape[0], values.shape[1], dtype=torch.float64)

@@ -45,7 +45,7 @@ CHUNK_ELEMENTS = 1 << 22
 
 
 def row_chunks(num_rows: int, dim: int) -> Iterator[tuple[int, int]]:
-    """``(lo, hi)`` row ranges of about [`CHUNK_ELEMENTS`][] elements that cover ``num_rows``."""
+    """``(lo, hi)`` row ranges of about ``CHUNK_ELEMENTS`` elements that cover ``num_rows``."""
     step = max(1, CHUNK_ELEMENTS // max(dim, 1))
     for lo in range(0, num_rows, step):
         yield lo, min(num_rows, lo + step)
@@ -141,7 +141,7 @@ Rest = Union[torch.Tensor, RowDigests, None]  # noqa: UP007 - py3.10 alias
 def table_as_it_was(table: torch.Tensor) -> torch.Tensor | RowDigests:
     """What a judge needs to tell the rows a call changed: a copy, or [`RowDigests`][].
 
-    Taken before the call; a copy up to [`COPY_MAX_ELEMENTS`][] elements, digests beyond
+    Taken before the call; a copy up to ``COPY_MAX_ELEMENTS`` elements, digests beyond
     (where a copy would be as large as the table).
     """
     if table.numel() <= COPY_MAX_ELEMENTS:
@@ -151,7 +151,7 @@ def table_as_it_was(table: torch.Tensor) -> torch.Tensor | RowDigests:
 
 @dataclass
 class ExpectedRows:
-    """The exact value of a ``(V, D)`` tensor, known row by row on [`rows`][].
+    """The exact value of a ``(V, D)`` tensor, known row by row on ``rows``.
 
     Attributes:
         rows: the sorted rows that hold computed values.

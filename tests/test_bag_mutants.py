@@ -98,6 +98,16 @@ def test_verifier_catches_bag_mutant(mutant: BagMutant) -> None:
 _NO_SPARSE = tuple(o for o in ees.BAG_OPTIONS if o != "sparse")
 
 
+def test_the_hand_written_bag_without_its_bugs_passes_at_a_small_budget() -> None:
+    """The fast tier's control: the boundary phase and 10 random examples of every mode."""
+    report = ee.verify_embedding_bag(
+        hand_written_bag, options=ees.BAG_OPTIONS, max_examples=10, seed=SEED
+    )
+    assert report.passed, str(report)
+    assert report.examples == report.boundary_examples + 10
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("kernel", "options"),
     [

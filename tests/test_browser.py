@@ -29,7 +29,7 @@ import pytest
 
 from test_docs import _config, _nav_pages, build_site  # the same strict build, once per session
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # it builds the site first
 
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 #: Every page of the nav, as its URL below the site's root.

@@ -19,8 +19,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import embedding_equivalence as ee
 import pytest
+
+import embedding_equivalence as ee
 from embedding_equivalence._cli import console as _console
 from embedding_equivalence._cli.console import cell_seed
 from embedding_equivalence._cli.main import main
@@ -379,6 +380,7 @@ def test_python_dash_m_runs_the_script() -> None:
     )
 
 
+@pytest.mark.slow  # it starts process groups
 def test_sharded_verify_of_the_package_forms(capsys: pytest.CaptureFixture[str]) -> None:
     argv = [
         "verify",
@@ -416,6 +418,7 @@ def test_sharded_verify_of_the_package_forms(capsys: pytest.CaptureFixture[str])
     assert re.search(r"2 passed, 0 failed \(\d+ examples in [\d.]+ s; run seed 0\)", captured.err)
 
 
+@pytest.mark.slow  # it starts a process group
 def test_sharded_verify_of_a_buggy_candidate_exits_1_with_a_torchrun_repro(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

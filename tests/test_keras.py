@@ -896,7 +896,8 @@ def test_the_properties_on_another_backend(backend: str, tmp_path: Path) -> None
     )
     report = tmp_path / "report.xml"
     env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    command = [sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider"]
+    # One process (-n 0): the rerun is one module, and TensorFlow once is enough memory.
+    command = [sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider", "-n", "0"]
     # A hung test dumps every thread's stack before the parent's timeout kills the child.
     command += [f"--junitxml={report}", "-o", f"faulthandler_timeout={BACKEND_TIMEOUT - 30:.0f}"]
     try:

@@ -232,6 +232,7 @@ def test_verifier_passes_package_forms(
     report.raise_for_failure()
 
 
+@pytest.mark.slow  # the boundary phase at the sizes of the size bugs, with every option
 def test_the_blocked_kernel_without_a_bug_passes() -> None:
     """The size mutants are one kernel: without its bug it is ``F.embedding``, boundary phase
     included, with the options that its bugs need (every option passes too, in about 20 s)."""

@@ -255,7 +255,14 @@ def test_a_misspelt_option_is_refused() -> None:
         reference_embedding_bag(ids, weight, offsets, padding_indx=1)  # type: ignore[call-arg]
 
 
-@pytest.mark.parametrize("axis", ["bag length", "bags", "empty bags"])
+@pytest.mark.parametrize(
+    "axis",
+    [
+        "bag length",
+        pytest.param("bags", marks=pytest.mark.slow),  # 2**17 bags summed in Python
+        pytest.param("empty bags", marks=pytest.mark.slow),
+    ],
+)
 def test_the_largest_bag_boundaries_are_exact(axis: str) -> None:
     """At the top of each bag axis (2**16 ids in a bag, 2**17 bags, 2**16 empty bags at each
     end): sums equal the exact ones, computed here without grouping."""

@@ -28,7 +28,9 @@ sys.path.insert(0, str(ROOT / "docs" / "_scripts"))  # the docs' package real_ke
 from real_kernels import torchao_interop as eta  # noqa: E402
 
 
-@pytest.mark.parametrize("symmetric", [False, True], ids=["affine", "symmetric"])
+@pytest.mark.parametrize(
+    "symmetric", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["affine", "symmetric"]
+)
 def test_torchaos_lookup_is_the_exact_dequantization(symmetric: bool) -> None:
     report = ee.verify_quantized_embedding(
         eta.torchao_int8_embedding, scheme="int8", symmetric=symmetric, max_examples=60, seed=0

@@ -232,6 +232,7 @@ def test_every_limit_has_an_id_a_summary_and_a_reference() -> None:
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # a fresh interpreter imports torch and triton
 def test_the_repro_switches_the_interpreter_on_and_fails_in_a_fresh_process(
     mutants: ModuleType,
 ) -> None:
@@ -293,6 +294,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow  # the console script in a fresh process
 def test_the_cli_runs_a_triton_candidate_under_the_interpreter() -> None:
     done = _cli(
         "--triton-interpret", "--candidate", "triton_kernels:triton_embedding", "--options",
@@ -302,6 +304,7 @@ def test_the_cli_runs_a_triton_candidate_under_the_interpreter() -> None:
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
 
 
+@pytest.mark.slow  # the console script in a fresh process
 def test_without_the_switch_a_cpu_launch_fails() -> None:
     # What the flag is for: compiled kernels find no GPU on this machine.
     done = _cli(
@@ -311,6 +314,7 @@ def test_without_the_switch_a_cpu_launch_fails() -> None:
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
 
 
+@pytest.mark.slow  # the console script in a fresh process
 def test_a_failing_cell_replays_with_the_switch() -> None:
     done = _cli(
         "--triton-interpret", "--candidate", "triton_mutants:storing_embedding", "--dtypes",

@@ -1,13 +1,16 @@
 """The documentation site: the nav, the generated figures, and one strict build.
 
-The build test runs ``mkdocs build --strict`` once into a temporary folder (every
-``markdown-exec`` block of every page runs then) and reads the built HTML: the worked example
+The build tests (slow tier) run ``mkdocs build --strict`` once into a temporary folder (every
+``markdown-exec`` block of every page runs then) and read the built HTML: the worked example
 must print the numbers of the seed notebook ``shared/seeds/002_f71e86774d60ee6a.txt``, taken
-from ``tests/data/seed_002_tables.txt`` as ``tests/test_seed_example.py`` does.
+from ``tests/data/seed_002_tables.txt`` as ``tests/test_seed_example.py`` does. Where the
+site is already built by the same strict command (CI builds it before the slow tier),
+``EMBEDDING_TEST_SITE`` names its folder and the tests read it instead of building it again.
 """
 
 from __future__ import annotations
 
+import fcntl
 import html
 import json
 import os
@@ -255,28 +258,51 @@ def test_bench_section_refuses_an_unknown_schema(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------------------------
 
 _BUILT: dict[str, Path] = {}
+#: Names a site already built with ``mkdocs build --strict`` from this tree (CI's build step).
+SITE_ENV = "EMBEDDING_TEST_SITE"
 
 
 def build_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Build the site once per session (``tests/test_browser.py`` reuses it)."""
+    """Build the site once per session (``tests/test_browser.py`` reuses it).
+
+    ``$EMBEDDING_TEST_SITE``, when set, names a site built by the same strict command, which
+    is read instead (it must hold the home page). Under pytest-xdist the workers share the
+    parent of their temporary folders: the first to need the site builds it there, under a
+    lock, and the others read that build.
+    """
+    if "site" not in _BUILT and os.environ.get(SITE_ENV):
+        built = Path(os.environ[SITE_ENV]).resolve()
+        assert (built / "index.html").is_file(), f"{SITE_ENV}={built} holds no built site"
+        _BUILT["site"] = built
     if "site" not in _BUILT:
-        site = tmp_path_factory.mktemp("site")
-        env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
-        proc = subprocess.run(
-            [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert proc.returncode == 0, proc.stdout + proc.stderr
+        root = tmp_path_factory.getbasetemp()
+        if os.environ.get("PYTEST_XDIST_WORKER"):
+            root = root.parent  # the session's folder, above each worker's own
+        site = root / "site"
+        with (root / "site.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            passed = root / "site.passed"  # written after a strict build passed, never before
+            if not passed.is_file():
+                env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+                proc = subprocess.run(
+                    [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+                    cwd=ROOT,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                )
+                assert proc.returncode == 0, proc.stdout + proc.stderr
+                passed.touch()
         _BUILT["site"] = site
     return _BUILT["site"]
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+@pytest.fixture
+def site(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The built site (built once per session); only the slow tier may ask for it."""
+    if request.node.get_closest_marker("slow") is None:
+        pytest.fail("a test of the built site belongs to the slow tier: mark it slow")
     return build_site(tmp_path_factory)
 
 
@@ -352,6 +378,7 @@ def test_built_pages_hold_their_figures_and_maths(site: Path) -> None:
     assert r"\gamma_{k+s}(u)" in breaks
 
 
+@pytest.mark.slow
 def test_no_page_prints_a_path_of_the_build_machine(site: Path) -> None:
     # Build-time output (tracebacks, Hypothesis's notes, reprs of modules) must not leak the
     # checkout's location, the home directory or the interpreter's into the published site.
@@ -401,6 +428,7 @@ def _page_text(page: Path) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", page.read_text(encoding="utf-8")))
 
 
+@pytest.mark.slow
 def test_built_pages_hold_no_unexpanded_include_nor_raw_role(site: Path) -> None:
     for page in sorted(site.rglob("*.html")):
         text = _page_text(page)
@@ -409,6 +437,7 @@ def test_built_pages_hold_no_unexpanded_include_nor_raw_role(site: Path) -> None
         assert not _SPHINX_ROLE.search(text), f"{where} shows a raw Sphinx role"
 
 
+@pytest.mark.slow
 def test_api_examples_render_as_code(site: Path) -> None:
     # A doctest outside a Google "Examples:" section renders as nested blockquotes (">>>").
     for page in sorted((site / "api").rglob("*.html")):
@@ -430,12 +459,14 @@ def test_extra_stylesheets_are_local_files() -> None:
         assert (DOCS / sheet).is_file(), sheet
 
 
+@pytest.mark.slow
 def test_built_pages_link_the_extra_stylesheets(site: Path) -> None:
     for sheet in _config()["extra_css"]:
         assert (site / sheet).is_file(), sheet
         assert f'href="{sheet}"' in (site / "index.html").read_text(encoding="utf-8"), sheet
 
 
+@pytest.mark.slow
 def test_home_page_shows_the_one_hot_matmul_right_after_its_first_paragraph(site: Path) -> None:
     page = (site / "index.html").read_text(encoding="utf-8")
     article = page[page.index("<article") :]

@@ -147,9 +147,14 @@ def test_float64_arithmetic_passes_and_the_bound_is_not_slack() -> None:
         exact = ee.dequantize_rowwise(qweight, scale, zp, "int8", dtype=torch.float64)
         return F.embedding(input, exact).to(scale.dtype)
 
-    exact = ee.verify_quantized_embedding(exact_then_round, scheme="int8", seed=SEED)
+    # 20 random examples after the boundary phase: float32 uses 99.8% of the bound there.
+    exact = ee.verify_quantized_embedding(
+        exact_then_round, scheme="int8", max_examples=20, seed=SEED
+    )
     assert exact.passed, str(exact)
-    float32 = ee.verify_quantized_embedding(_package_lookup("int8"), scheme="int8", seed=SEED)
+    float32 = ee.verify_quantized_embedding(
+        _package_lookup("int8"), scheme="int8", max_examples=20, seed=SEED
+    )
     assert float32.passed, str(float32)
     assert float32.worst_error > 0.5, str(float32)
 
@@ -350,7 +355,7 @@ def _reaches(predicate: Callable[[ees.QuantizedEmbeddingCase], bool], scheme: st
     return bool(found)
 
 
-@pytest.mark.parametrize("scheme", ["int8", "float8_e5m2"])
+@pytest.mark.parametrize("scheme", ["int8", pytest.param("float8_e5m2", marks=pytest.mark.slow)])
 def test_tables_reach_float16_overflow_and_values_near_zero(scheme: str) -> None:
     assert _reaches(lambda c: bool((_exact_output(c).abs() > 65504).any()), scheme)
     tiny = float(torch.finfo(torch.float16).smallest_normal)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .renorm import grad_row_scale, prepare_call, renorm_rows_
+from .renorm import grad_row_scale, prepare_product_call, renorm_rows_
 from .validation import check_embedding_args, check_ids_in_range
 
 __all__ = ["index_select_embedding", "indexing_embedding", "lookup_embedding"]
@@ -116,8 +116,8 @@ def index_select_embedding(
     Same arguments, semantics and errors as [`lookup_embedding`][] (without ``sparse``).
     """
     options = (padding_idx, max_norm, norm_type, scale_grad_by_freq)
-    flat, w = prepare_call(input, weight, options, "index_select_embedding")
-    return w.index_select(0, flat).reshape(*input.shape, weight.shape[1])
+    call = prepare_product_call(input, weight, options, "index_select_embedding")
+    return call.weight.index_select(0, call.flat).reshape(*input.shape, weight.shape[1])
 
 
 def indexing_embedding(
@@ -133,5 +133,5 @@ def indexing_embedding(
     Same arguments, semantics and errors as [`lookup_embedding`][] (without ``sparse``).
     """
     options = (padding_idx, max_norm, norm_type, scale_grad_by_freq)
-    flat, w = prepare_call(input, weight, options, "indexing_embedding")
-    return w[flat].reshape(*input.shape, weight.shape[1])
+    call = prepare_product_call(input, weight, options, "indexing_embedding")
+    return call.weight[call.flat].reshape(*input.shape, weight.shape[1])

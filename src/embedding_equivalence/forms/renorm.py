@@ -28,7 +28,6 @@ __all__ = [
     "GradRowScale",
     "PreparedCall",
     "grad_row_scale",
-    "prepare_call",
     "prepare_product_call",
     "renorm_rows_",
     "scale_rows_",
@@ -280,28 +279,3 @@ def prepare_product_call(
     if max_norm is not None:
         renorm_rows_(weight, flat, max_norm, norm_type)
     return PreparedCall(flat, grad_row_scale(weight, flat, padding, scale_grad_by_freq), padding)
-
-
-def prepare_call(
-    input: torch.Tensor,
-    weight: torch.Tensor,
-    options: tuple[int | None, float | None, float, bool],
-    fn: str,
-    *,
-    dense_one_hot: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """[`prepare_product_call`][] for a form that indexes: ``(flat_ids, weight)``.
-
-    Args:
-        input: the ids.
-        weight: the ``(V, D)`` table.
-        options: ``(padding_idx, max_norm, norm_type, scale_grad_by_freq)`` as passed.
-        fn: the form's name, for the messages.
-        dense_one_hot: the form builds an ``(N, V)`` one-hot: refuse it if it would not fit.
-
-    Returns:
-        ``(flat_ids, weight)``: the ids as a 1-D int64 tensor, and the table to multiply or
-        index (``weight`` itself, or a view of it carrying the gradient rule).
-    """
-    call = prepare_product_call(input, weight, options, fn, dense_one_hot=dense_one_hot)
-    return call.flat, call.weight

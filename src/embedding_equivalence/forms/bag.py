@@ -90,26 +90,34 @@ def _num_bags(input: torch.Tensor, offsets: torch.Tensor | None, include_last_of
     return offsets.shape[0] - 1 if include_last_offset else offsets.shape[0]
 
 
+def bag_starts(
+    input: torch.Tensor, offsets: torch.Tensor | None, include_last_offset: bool
+) -> tuple[torch.Tensor, int]:
+    """``(starts, end)``: where each bag starts in the flat ids, and where the last one ends.
+
+    [`bag_bounds`][]'s rule for tensors: ``starts`` is ``(B,)`` int64 on the ids' device;
+    the positions from ``end`` on (ids after the last offset) lie in no bag.
+    """
+    if input.dim() == 2 or offsets is None:
+        num_bags, length = input.shape
+        # torch.arange(0, B * L, L), as F.embedding_bag builds it, but also right for L == 0
+        # (where F.embedding_bag fails with "step must be nonzero").
+        return torch.arange(num_bags, device=input.device) * length, input.numel()
+    starts = offsets.detach().reshape(-1).long()
+    if include_last_offset:
+        return starts[:-1], int(starts[-1].item())
+    return starts, input.shape[0]
+
+
 def _bags(
     input: torch.Tensor,
     offsets: torch.Tensor | None,
     per_sample_weights: torch.Tensor | None,
     include_last_offset: bool,
 ) -> _Bags:
-    ids = input.reshape(-1)
     weights = None if per_sample_weights is None else per_sample_weights.reshape(-1)
-    if input.dim() == 2 or offsets is None:
-        num_bags, length = input.shape
-        # torch.arange(0, B * L, L), as F.embedding_bag builds it, but also right for L == 0
-        # (where F.embedding_bag fails with "step must be nonzero").
-        starts = torch.arange(num_bags, device=input.device) * length
-        return _Bags(ids, starts, ids.shape[0], weights)
-    starts = offsets.long()
-    end = ids.shape[0]
-    if include_last_offset:
-        end = int(starts[-1].item())
-        starts = starts[:-1]
-    return _Bags(ids, starts, end, weights)
+    starts, end = bag_starts(input, offsets, include_last_offset)
+    return _Bags(input.reshape(-1), starts, end, weights)
 
 
 def _bag_index(starts: torch.Tensor, end: int) -> torch.Tensor:

@@ -73,6 +73,7 @@ from typing import TYPE_CHECKING, NamedTuple, TypedDict
 import torch
 
 from .._draw.cases import Call
+from ..forms.bag import bag_starts
 from ..forms.options import BAG_MODES
 from .bounds import (
     U64,
@@ -181,20 +182,6 @@ def _check_bag_input(
             raise ValueError("per_sample_weights must have the input's shape")
 
 
-def _bag_starts(
-    input: torch.Tensor, offsets: torch.Tensor | None, include_last_offset: bool
-) -> tuple[torch.Tensor, int]:
-    """``(starts, end)``: where each bag starts in the flat ids, and where the last one ends."""
-    if input.dim() == 2:
-        count, length = input.shape
-        return torch.arange(count, dtype=torch.int64) * length, count * length
-    assert offsets is not None
-    starts = offsets.detach().reshape(-1).to(device="cpu", dtype=torch.int64)
-    if include_last_offset:
-        return starts[:-1], int(starts[-1])
-    return starts, input.shape[0]
-
-
 class BagOracle:
     """The exact reference of one ``F.embedding_bag`` call (the ``Oracle`` seam).
 
@@ -248,7 +235,8 @@ class BagOracle:
         )
         if padding_idx is not None and padding_idx < 0:
             padding_idx += num_embeddings
-        starts, end = _bag_starts(input, offsets, include_last_offset)
+        starts, end = bag_starts(input, offsets, include_last_offset)
+        starts = starts.cpu()
         self.mode = mode
         self.dim = dim
         self.num_embeddings = num_embeddings

@@ -45,6 +45,19 @@ from embedding_equivalence.testing import (
 
 # Before Keras is imported: its backend is chosen once, at import. torch needs no TensorFlow.
 os.environ.setdefault("KERAS_BACKEND", "torch")
+if os.environ["KERAS_BACKEND"] == "tensorflow" and "triton" not in sys.modules:
+    # Keep Triton out of a TensorFlow process. TensorFlow loads its extension with RTLD_GLOBAL
+    # (tensorflow/python/pywrap_dlopen_global_flags.py), which makes the LLVM in
+    # libtensorflow_framework and libtensorflow_cc the process's global definitions. Triton's
+    # libtriton.so carries an LLVM of its own under the same symbol names; loaded afterwards,
+    # it binds to TensorFlow's copies, registers its command-line options a second time in
+    # TensorFlow's registry ("Option 'bitcode-mdindex-threshold' registered more than once")
+    # and LLVM calls abort(). torch imports Triton lazily, from torch._dynamo, which a meta
+    # tensor's normal_ (nn.Embedding(device="meta")) imports. A failed `import triton` is what
+    # torch treats as "no Triton" (torch.utils._triton.has_triton_package), and nothing here
+    # needs Triton. Importing Triton first would load, but its lazily bound calls could still
+    # resolve into TensorFlow's LLVM later.
+    sys.modules["triton"] = None  # type: ignore[assignment]  # `import triton` raises
 keras = pytest.importorskip(
     "keras", minversion="3", reason="needs Keras 3: pip install 'embedding-equivalence[keras]'"
 )
@@ -775,6 +788,22 @@ def test_explicit_dtype_policy() -> None:
     assert torch.equal(to_torch(layer.embeddings), table.float())
     assert to_torch(layer(to_backend(torch.tensor([0])))).dtype == torch.float16
     assert ki.keras_embedding_to_torch(layer).weight.dtype == torch.float32
+
+
+def test_keras_embedding_to_torch_runs_no_initializer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The module wraps the copied table: ``reset_parameters`` (and torch._dynamo) never run.
+
+    ``nn.Embedding(device="meta")`` would initialise a meta table through torch._refs, which
+    imports torch._dynamo and, where it is installed, Triton (see the top of this module).
+    """
+
+    def refuse(self: nn.Embedding) -> None:
+        raise AssertionError("keras_embedding_to_torch ran nn.Embedding.reset_parameters")
+
+    layer = _keras_embedding()
+    monkeypatch.setattr(nn.Embedding, "reset_parameters", refuse)
+    back = ki.keras_embedding_to_torch(layer)
+    assert torch.equal(back.weight.detach().cpu(), to_torch(layer.embeddings))
 
 
 def test_conversions_draw_no_random_numbers() -> None:

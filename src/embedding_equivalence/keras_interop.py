@@ -411,14 +411,13 @@ def keras_embedding_to_torch(layer: keras.layers.Embedding) -> nn.Embedding:
         ValueError: the layer is not built, or it is quantized.
     """
     keras_, table = _keras_table(layer, "keras_embedding_to_torch")
-    rows, cols = table.shape
-    module = nn.Embedding(rows, cols, device="meta", dtype=table.dtype).to_empty(
-        device=_torch_device(keras_, table)
-    )  # no initial draw: the global RNG is left untouched
-    with torch.no_grad():
-        module.weight.copy_(table)
-    module.weight.requires_grad_(bool(layer.trainable))
-    return module
+    # from_pretrained wraps the copy as it is: no initializer runs, so the global RNG is left
+    # untouched. Not nn.Embedding(device="meta"): its normal_ on a meta tensor goes through
+    # torch._refs, which imports torch._dynamo, which imports Triton where it is installed,
+    # and Triton's LLVM aborts a process in which TensorFlow was imported first.
+    return nn.Embedding.from_pretrained(
+        table.to(_torch_device(keras_, table)), freeze=not bool(layer.trainable)
+    )
 
 
 def keras_embedding_to_dense(layer: keras.layers.Embedding) -> keras.layers.Dense:

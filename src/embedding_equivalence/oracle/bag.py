@@ -87,7 +87,7 @@ from .bounds import (
     within,
 )
 from .embedding import referenced_rows, renormed_table
-from .expected import ExpectedRows, RowDigests, table_as_it_was
+from .expected import ExpectedRows, Oracle, RowDigests, table_as_it_was
 from .max_ties import search_assignment, tie_components
 
 if TYPE_CHECKING:
@@ -182,7 +182,7 @@ def _check_bag_input(
             raise ValueError("per_sample_weights must have the input's shape")
 
 
-class BagOracle:
+class BagOracle(Oracle):
     """The exact reference of one ``F.embedding_bag`` call (the ``Oracle`` seam).
 
     The call is parsed once, into tensors: the positions of each bag's ids (padding left

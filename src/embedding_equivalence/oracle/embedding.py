@@ -44,7 +44,7 @@ import torch
 
 from .._draw.cases import Call
 from .bounds import U64, nan_max, renorm_error_bound, subnormal_loss, unit_roundoff
-from .expected import ExpectedRows, RowDigests, table_as_it_was
+from .expected import ExpectedRows, Oracle, RowDigests, table_as_it_was
 
 __all__ = [
     "EmbeddingOracle",
@@ -286,11 +286,13 @@ def gradient_error_bound(
     return _scatter(rows, bound, num_embeddings)
 
 
-class EmbeddingOracle:
+class EmbeddingOracle(Oracle):
     """The exact reference of one ``F.embedding`` call (the ``Oracle`` seam).
 
     Built from the call's ``input`` and the table as it was before the call; reads only the
-    rows that ``input`` references.
+    rows that ``input`` references. The embedding's gradient is unique, and ``F.embedding``
+    has no ``per_sample_weights``: ``weight_grad_explaining`` and
+    ``per_sample_weights_grad`` are ``None``.
 
     Args:
         input: ids of any shape, all in ``[0, V)``.
@@ -305,8 +307,6 @@ class EmbeddingOracle:
         scale_grad_by_freq: divide each row's gradient by its count.
         **_: other options of the call (``sparse``) that do not change the values.
     """
-
-    output_shape_text = "(*input.shape, D)"
 
     def __init__(
         self,
@@ -368,17 +368,3 @@ class EmbeddingOracle:
         bound = gradient_bound_from_sums(abs_sum, count, self.dtype, self.scale_grad_by_freq)
         _zero_padding_row(bound, rows, self.padding)
         return ExpectedRows(rows, grad, bound, self.num_embeddings)
-
-    def weight_grad_explaining(
-        self, grad_output: torch.Tensor, actual: torch.Tensor
-    ) -> ExpectedRows | None:
-        """``None``: the embedding's gradient is unique."""
-        del grad_output, actual
-        return None
-
-    def per_sample_weights_grad(
-        self, grad_output: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """``None``: ``F.embedding`` has no ``per_sample_weights``."""
-        del grad_output
-        return None

@@ -201,10 +201,15 @@ class ExpectedRows:
 
 
 class Oracle(Protocol):
-    """The exact reference of one call, asked by the judge in this order."""
+    """The exact reference of one call, asked by the judge in this order.
+
+    An oracle that subclasses it inherits the answers of a call without ``max_norm``, ties
+    or ``per_sample_weights``: ``renormed``, ``weight_grad_explaining`` and
+    ``per_sample_weights_grad`` return ``None``, and ``output_shape_text`` is a lookup's.
+    """
 
     #: How the expected output shape is named in messages, e.g. ``"(*input.shape, D)"``.
-    output_shape_text: str
+    output_shape_text: str = "(*input.shape, D)"
 
     def output(self) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The exact output (float64, CPU) and its bound (``None``: exact, signed zeros too)."""
@@ -212,7 +217,7 @@ class Oracle(Protocol):
 
     def renormed(self) -> ExpectedRows | None:
         """The table after ``max_norm``'s in-place renorm, or ``None`` without ``max_norm``."""
-        ...
+        return None
 
     def weight_grad(self, grad_output: torch.Tensor) -> ExpectedRows:
         """The exact gradient of the table for the upstream gradient ``grad_output``."""
@@ -224,12 +229,13 @@ class Oracle(Protocol):
         """Another valid gradient that explains ``actual`` (its rows), or ``None``.
 
         Where the gradient is not unique (ties in a ``max`` bag), the judge asks for the valid
-        gradient closest to the candidate's before it reports a difference.
+        gradient closest to the candidate's before it reports a difference; ``None`` (the
+        default) where it is unique.
         """
-        ...
+        return None
 
     def per_sample_weights_grad(
         self, grad_output: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """The exact gradient of ``per_sample_weights`` and its bound, or ``None``."""
-        ...
+        """The exact gradient of ``per_sample_weights`` and its bound, or ``None`` without them."""
+        return None

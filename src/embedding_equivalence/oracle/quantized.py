@@ -40,7 +40,7 @@ from ..forms.quantized import (
     dequantize_rows_float64,
 )
 from .bounds import U64, subnormal_loss, unit_roundoff
-from .expected import ExpectedRows
+from .expected import ExpectedRows, Oracle
 
 __all__ = [
     "COMPUTE_DTYPE",
@@ -143,8 +143,11 @@ def quantization_error_bound(
     return (0.5 + steps * u_c) * sc.expand_as(w)
 
 
-class QuantizedOracle:
+class QuantizedOracle(Oracle):
     """The exact reference of one quantized lookup (the ``Oracle`` seam), forward only.
+
+    A quantized lookup has no ``max_norm``, no gradient and no per-sample weights:
+    ``renormed``, ``weight_grad_explaining`` and ``per_sample_weights_grad`` are ``None``.
 
     Args:
         input: ids of any shape, all in ``[0, V)``.
@@ -153,8 +156,6 @@ class QuantizedOracle:
         zero_point: ``(V,)`` int32 zero points, or ``None``.
         scheme: the scheme's name.
     """
-
-    output_shape_text = "(*input.shape, D)"
 
     def __init__(
         self,
@@ -193,22 +194,6 @@ class QuantizedOracle:
         """The exact output and its bound (see [`quantized_output_bound`][])."""
         return self._expected, self._bound
 
-    def renormed(self) -> ExpectedRows | None:
-        """``None``: a quantized lookup has no ``max_norm``."""
-        return None
-
     def weight_grad(self, grad_output: torch.Tensor) -> ExpectedRows:
         """Not defined: a quantized table is looked up forward only."""
         raise TypeError("a quantized table has no gradient: verify it with backward=False")
-
-    def weight_grad_explaining(
-        self, grad_output: torch.Tensor, actual: torch.Tensor
-    ) -> ExpectedRows | None:
-        """``None``: there is no gradient."""
-        return None
-
-    def per_sample_weights_grad(
-        self, grad_output: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """``None``: there are no per-sample weights."""
-        return None

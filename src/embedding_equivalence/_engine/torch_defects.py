@@ -68,15 +68,16 @@ def _issue(number: int) -> str:
     return f"https://github.com/pytorch/pytorch/issues/{number}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TorchDefect:
     """One defect of ``F.embedding`` or ``F.embedding_bag``.
 
     Attributes:
         id: a short unique name, e.g. ``"bag-scale-grad-by-freq-count"``.
         summary: what torch does wrong, in one line.
-        reference: the pytorch/pytorch issue's URL, or why there is none.
-        affected: the torch versions seen affected, e.g. ``"2.13.0 (CPU)"``.
+        reference: the pytorch/pytorch issue's URL, or why there is none (the default).
+        affected: the torch versions seen affected, e.g. ``"2.13.0 (CPU)"`` (the default:
+            the torch this package's tests pin the defects on).
         kind: ``"embedding"`` (``F.embedding``) or ``"bag"`` (``F.embedding_bag``).
         predicate: ``(case, backward) -> bool``: whether a case has the defect's shape (its
             options, ids, offsets or table values; never a name).
@@ -84,8 +85,8 @@ class TorchDefect:
 
     id: str
     summary: str
-    reference: str
-    affected: str
+    reference: str = _NO_ISSUE
+    affected: str = _SEEN
     kind: Literal["embedding", "bag"]
     predicate: Predicate = field(compare=False, repr=False)
 
@@ -211,8 +212,6 @@ TORCH_DEFECTS: tuple[TorchDefect, ...] = (
         id="embedding-sparse-padding-0d-ids",
         summary="the sparse backward of F.embedding with padding_idx raises 'too many indices "
         "for tensor of dimension 0' on 0-d ids (a (1,)-shaped id works)",
-        reference=_NO_ISSUE,
-        affected=_SEEN,
         kind="embedding",
         predicate=_sparse_padding_0d,
     ),
@@ -222,7 +221,6 @@ TORCH_DEFECTS: tuple[TorchDefect, ...] = (
         "and sum and mean read past the bag (they raise 'Expected i < index_size' or, "
         "depending on memory, return a result)",
         reference=_issue(55549),
-        affected=_SEEN,
         kind="bag",
         predicate=_decreasing_offsets,
     ),
@@ -230,8 +228,6 @@ TORCH_DEFECTS: tuple[TorchDefect, ...] = (
         id="bag-2d-input-without-columns",
         summary="a 2-D input of shape (B, 0) raises 'step must be nonzero' instead of giving B "
         "empty bags",
-        reference=_NO_ISSUE,
-        affected=_SEEN,
         kind="bag",
         predicate=_2d_input_without_columns,
     ),
@@ -240,7 +236,6 @@ TORCH_DEFECTS: tuple[TorchDefect, ...] = (
         summary="with include_last_offset and ids after offsets[-1], mean divides the last bag "
         "by len(input) - offsets[-2], counting ids that belong to no bag",
         reference=_issue(52851),
-        affected=_SEEN,
         kind="bag",
         predicate=_last_offset_mean,
     ),
@@ -250,7 +245,6 @@ TORCH_DEFECTS: tuple[TorchDefect, ...] = (
         "padding_idx) takes those ids into the last bag, and sum's backward writes "
         "uninitialised values into their rows",
         reference=_issue(191965),
-        affected=_SEEN,
         kind="bag",
         predicate=_last_offset_sum_max,
     ),
@@ -258,8 +252,6 @@ TORCH_DEFECTS: tuple[TorchDefect, ...] = (
         id="bag-max-nan-only-first",
         summary="mode='max' keeps a NaN only when it comes first in its bag; a later NaN is "
         "skipped, unlike torch.amax",
-        reference=_NO_ISSUE,
-        affected=_SEEN,
         kind="bag",
         predicate=_max_nan_after_the_first,
     ),
@@ -268,7 +260,6 @@ TORCH_DEFECTS: tuple[TorchDefect, ...] = (
         summary="with scale_grad_by_freq, the CPU backward divides a row's gradient by another "
         "row's count (counts[indices[i]] with i the unique-group counter)",
         reference=_issue(190063),
-        affected=_SEEN,
         kind="bag",
         predicate=_scale_grad_mixed_counts,
     ),

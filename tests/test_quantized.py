@@ -85,7 +85,9 @@ def test_verifier_catches_quantized_mutant(mutant: QuantizedMutant) -> None:
     table = ee.QuantizedTable(
         namespace["qweight"], namespace["scale"], namespace["zero_point"], mutant.scheme
     )
-    oracle = QuantizedOracle.for_table(namespace["input"], table)
+    oracle = QuantizedOracle(
+        namespace["input"], table.qweight, table.scale, table.zero_point, table.scheme
+    )
     expected, bound = oracle.output()
     assert bound is not None
     diff = (namespace["out"].double() - expected).abs()

@@ -80,12 +80,6 @@ class WeightRecipe:
     layout: str = "contiguous"
     native: bool = False
 
-    @property
-    def nbytes(self) -> int:
-        """The bytes of the ``(V, D)`` table in its dtype."""
-        size = torch.empty((), dtype=self.dtype).element_size()
-        return self.num_embeddings * self.embedding_dim * size
-
     def values(self) -> torch.Tensor:
         """The table's values as a contiguous CPU tensor of ``dtype``."""
         v, d = self.num_embeddings, self.embedding_dim

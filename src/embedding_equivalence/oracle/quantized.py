@@ -34,7 +34,6 @@ import torch
 
 from .._draw.cases import Call
 from ..forms.quantized import (
-    QuantizedTable,
     check_quantized_args,
     check_scheme,
     dequantize_rows_float64,
@@ -184,11 +183,6 @@ class QuantizedOracle(Oracle):
             return cls(call.input, call.weight, scale, zero_point, scheme)
 
         return for_call
-
-    @classmethod
-    def for_table(cls, input: torch.Tensor, table: QuantizedTable) -> QuantizedOracle:
-        """The oracle of looking ``input`` up in ``table``."""
-        return cls(input, table.qweight, table.scale, table.zero_point, table.scheme)
 
     def output(self) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The exact output and its bound (see [`quantized_output_bound`][])."""

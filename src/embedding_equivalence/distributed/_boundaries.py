@@ -26,7 +26,13 @@ from .._draw.boundaries import (
 )
 from .._draw.cases import EmbeddingCase, IdsRun
 
-__all__ = ["SHARDED_LIMITS", "around_world_multiples", "sharded_boundaries"]
+__all__ = [
+    "SHARDED_LIMITS",
+    "around_world_multiples",
+    "sharded_boundaries",
+    "sharded_boundaries_at_size",
+    "sizes_at_the_top",
+]
 
 
 #: The largest ``V`` and ``D`` of the sharded phase. Each example crosses a process group and
@@ -185,3 +191,59 @@ def sharded_boundaries(
 
         yield from _bad_lookups(options, turns, bad)
     yield from axis(other, 4)
+
+
+def sizes_at_the_top(lo: int, hi: int, world_size: int) -> tuple[int, ...]:
+    """The largest size ``hi`` and the world's multiples next to it, within ``[lo, hi]``.
+
+    ``hi`` itself, and ``world * k - 1``, ``world * k``, ``world * k + 1`` for the largest
+    multiple ``world * k`` at most ``hi``: the size a multiple of the world and one off
+    either way, at the size the user asked for.
+    """
+    top = hi // world_size * world_size
+    values = {hi, *(top + e for e in (-1, 0, 1))} if top else {hi}
+    return tuple(sorted(x for x in values if lo <= x <= hi))
+
+
+def sharded_boundaries_at_size(
+    sharding: str,
+    world_size: int,
+    options: Sequence[str],
+    dtypes: Sequence[torch.dtype],
+    vocab: tuple[int, int],
+    dim: tuple[int, int],
+) -> Iterator[Boundary]:
+    """The boundary examples at the sizes the user asked for: ids at every shard edge.
+
+    Run after [`sharded_boundaries`][] when the size knobs reach a table that is built shard
+    by shard (see [`embedding_equivalence.distributed._large`][]): the sharded axis (``V``
+    for ``"vocab"``, ``D`` for ``"dim"``) at its largest requested size and at the world's
+    multiples next to it ([`sizes_at_the_top`][]), the other axis at its largest; the ids at
+    every shard edge (each holding rank's first and last row, ``V - 1`` repeated), every
+    requested option on, ``padding_idx`` on the first row of the last rank that holds rows;
+    the dtypes taking turns.
+
+    Args:
+        sharding: ``"vocab"`` or ``"dim"``.
+        world_size: the number of ranks.
+        options: the requested options.
+        dtypes: the table dtypes requested.
+        vocab: the ``(min, max)`` of ``V`` requested.
+        dim: the ``(min, max)`` of ``D`` requested.
+
+    Yields:
+        [`Boundary`][] examples (on the CPU; each rank moves its shard to its device).
+    """
+    world = world_size
+    turns = _Turns(tuple(dtypes), ("cpu",))
+    all_options = _largest_set(options, _EMBEDDING_EXCLUSIVE)
+    axis, (lo, hi) = ("V", vocab) if sharding == "vocab" else ("D", dim)
+    for i, value in enumerate(sizes_at_the_top(lo, hi, world)):
+        dtype, index, device = turns.at(i)
+        v, d = (value, dim[1]) if axis == "V" else (vocab[1], value)
+        kwargs = _lookup_kwargs(all_options, _trailing_row(v, world))
+        case = _embedding(_shard_edges(v, world), v, d, kwargs, dtype, index, device)
+        what = (
+            f"ids at every shard edge of V = {v:,}, D = {d:,} over {world} ranks ({_name(dtype)})"
+        )
+        yield Boundary("at size", None, what, case)

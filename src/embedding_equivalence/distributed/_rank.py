@@ -1,11 +1,15 @@
 """What one rank does with one call: shard the table, run the candidate, gather what to judge.
 
-Used by the spawned workers and by every rank of a group started under ``torchrun``. The
-call arrives whole on every rank (the same ids, table and upstream gradient); the rank builds
-the table as a DTensor (``Shard(0)`` or ``Shard(1)`` over a 1-D mesh of the whole group, with
-torch's chunking), calls the candidate, runs the backward pass with the same upstream gradient,
-and gathers the full output, the full gradient (``weight.grad.full_tensor()``) and the full
-table after the call. Everything it returns is a plain CPU tensor or text, so it pickles.
+Used by the spawned workers and by every rank of a group started under ``torchrun``. A
+small call arrives whole on every rank (the same ids, table and upstream gradient); the rank
+builds the table as a DTensor (``Shard(0)`` or ``Shard(1)`` over a 1-D mesh of the whole
+group, with torch's chunking), calls the candidate, runs the backward pass with the same
+upstream gradient, and gathers the full output, the full gradient
+(``weight.grad.full_tensor()``) and the full table after the call. A large table's call
+([`ShardedCall`][embedding_equivalence.distributed._large.ShardedCall]) carries a recipe
+instead: the rank builds only its own shard and returns only the output and the referenced
+rows (see [`embedding_equivalence.distributed._large`][]). Everything it returns is a plain
+CPU tensor or text, so it pickles.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from torch.distributed.tensor import DTensor, Shard, distribute_tensor
 from .._draw.cases import Call
 from .._engine.check import Outcome
 from .._engine.repro import import_reference
+from ._large import ShardedCall, run_large_on_rank
 
 __all__ = ["SHARDINGS", "load_candidate", "run_on_rank", "shutdown_group"]
 
@@ -114,6 +119,11 @@ def run_on_rank(
     except Exception as exc:
         return _failed(outcome, exc, "forward", start)
     mesh = mesh or _mesh(device)
+    if isinstance(call, ShardedCall):  # a large table: this rank's shard only
+        return run_large_on_rank(
+            fn, call, SHARDINGS[sharding], device, mesh,
+            lambda o, exc, stage: _failed(o, exc, stage, start),
+        )  # fmt: skip
     backward = call.grad_output is not None
     full = call.weight.detach().to(device)
     placements = [Shard(SHARDINGS[sharding])]

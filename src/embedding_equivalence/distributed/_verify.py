@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from .. import strategies as ees
+from .._draw.boundaries import Boundary
 from .._draw.cases import Call
 from .._draw.sizes import SizeSpec, case_sizes
 from .._engine.check import AbortRun, CheckableCase, Outcome, Snippet
@@ -37,7 +38,7 @@ from .._engine.verify import (
     with_invalid,
 )
 from ..oracle import EmbeddingOracle
-from ._boundaries import sharded_boundaries
+from ._boundaries import sharded_boundaries, sharded_boundaries_at_size
 from ._group import (
     DEFAULT_STARTUP_TIMEOUT,
     DEFAULT_TIMEOUT,
@@ -45,6 +46,7 @@ from ._group import (
     WorkerGroup,
     gpus_short,
 )
+from ._large import LargeShardedCase, ShardedCall, judge_large, large_snippet, shard_local
 from ._rank import SHARDINGS
 from ._torchrun import TorchrunGroup
 
@@ -129,6 +131,48 @@ def sharded_embedding_cases(
     return ees.embedding_cases(options=options, dtype=dtype, device="cpu", invalid=invalid, **knobs)
 
 
+def _requested(spec: SizeSpec) -> tuple[int, int] | None:
+    """A size knob's ``(min, max)`` when it is an int or a range (checked by ``case_sizes``)."""
+    if isinstance(spec, int) and not isinstance(spec, bool):
+        return spec, spec
+    if isinstance(spec, tuple):
+        return spec[0], spec[1]
+    return None
+
+
+def _shard_local(case: Any) -> Any:
+    """A drawn case whose table is built shard by shard if it is large, else the case itself."""
+    if isinstance(case, ees.EmbeddingCase) and shard_local(case.num_embeddings, case.embedding_dim):
+        return LargeShardedCase.of(case)
+    return case
+
+
+def _local_boundary(boundary: Boundary) -> Boundary:
+    """``boundary`` with its cases built shard by shard where they are large."""
+    make = boundary.make
+    return dataclasses.replace(
+        boundary,
+        case=_shard_local(boundary.case),
+        make=None if make is None else (lambda size: _shard_local(make(size))),
+    )
+
+
+def _boundaries(
+    sharding: str,
+    world: int,
+    opts: tuple[str, ...],
+    dts: tuple[torch.dtype, ...],
+    device: str,
+    at_size: tuple[tuple[int, int], tuple[int, int]] | None,
+) -> Iterator[Boundary]:
+    """The sharded boundary phase, then the examples at the requested size if it is large."""
+    for boundary in sharded_boundaries(sharding, world, opts, dts, (device,)):
+        yield _local_boundary(boundary)
+    if at_size is not None and shard_local(at_size[0][1], at_size[1][1]):
+        for boundary in sharded_boundaries_at_size(sharding, world, opts, dts, *at_size):
+            yield _local_boundary(boundary)
+
+
 def sharded_snippet(sharding: str, world_size: int, device: str) -> Snippet:
     """The replay snippet of a sharded call: a script for ``torchrun`` that rebuilds the case.
 
@@ -139,6 +183,9 @@ def sharded_snippet(sharding: str, world_size: int, device: str) -> Snippet:
     backend = "nccl" if device == "cuda" else "gloo"
 
     def snippet(case: CheckableCase, backward: bool, preamble: str) -> str:
+        if isinstance(case, LargeShardedCase):  # each rank draws its own shard
+            return large_snippet(case, sharding, world_size, device, "candidate", backward,
+                                 preamble)  # fmt: skip
         # The single-process script's own exact check re-runs the candidate on a plain table;
         # the ranks print what they computed instead.
         checks = ("from embedding_equivalence.testing import", "table = ", "# The exact", "assert_")
@@ -189,7 +236,7 @@ class _GroupRunner:
         self.group = group
 
     def __call__(self, candidate: Callable[..., Any], call: Call) -> list[Outcome]:
-        del candidate  # the ranks import it by reference
+        # The ranks import the candidate by reference; here it only names the call.
         if self.group.starts > MAX_RESTARTS + 1:
             raise AbortRun(
                 f"stopped shrinking after {MAX_RESTARTS} restarts of the process group (each "
@@ -198,9 +245,12 @@ class _GroupRunner:
                 use_last_failure=True,
             )
         try:
-            return self.group.run(self.reference, call, self.sharding)
+            outcomes = self.group.run(self.reference, call, self.sharding)
         except GroupFailure as exc:
             raise AbortRun(str(exc)) from exc
+        if isinstance(call, ShardedCall):  # pieces of the referenced rows: judged here
+            return judge_large(candidate, call, outcomes, self.sharding)
+        return outcomes
 
 
 def verify_sharded_embedding(
@@ -319,6 +369,8 @@ def verify_sharded_embedding(
         "verify_sharded_embedding", vocab_sizes=vocab_sizes, embedding_dims=embedding_dims,
         num_ids=num_ids, dtypes=dts, devices=devs,
     )  # fmt: skip
+    vocab, dim = _requested(vocab_sizes), _requested(embedding_dims)
+    at_size = (vocab, dim) if vocab is not None and dim is not None else None
     share, more = divmod(max_examples, len(devs))
     reports: list[VerificationReport] = []
     for i, device in enumerate(devs):
@@ -345,7 +397,7 @@ def verify_sharded_embedding(
             return group.serve()
         report = _verify_on(
             fn, reference, group, sharding, world, opts, on, device, budget,
-            backward, seed, boundaries, sizes,
+            backward, seed, boundaries, sizes, at_size,
         )  # fmt: skip
         if isinstance(group, TorchrunGroup):
             group.finish(report)
@@ -369,16 +421,17 @@ def _verify_on(
     seed: int | None,
     boundaries: bool,
     sizes: dict[str, Any],
+    at_size: tuple[tuple[int, int], tuple[int, int]] | None = None,
 ) -> VerificationReport:
     """One device's run of [`verify_sharded_embedding`][] on ``group``, which it closes."""
     valid = sharded_embedding_cases(
         world_size=world, sharding=sharding, options=opts, dtype=st.sampled_from(dts),
         sizes=sizes,
-    )  # fmt: skip
+    ).map(_shard_local)  # fmt: skip
     invalid = sharded_embedding_cases(
         world_size=world, sharding=sharding, options=opts, dtype=st.sampled_from(dts),
         invalid=True, sizes=sizes,
-    )  # fmt: skip
+    ).map(_shard_local)  # fmt: skip
     try:
         report = run_verification(
             fn, with_invalid(valid, invalid), EmbeddingOracle.for_call, backward=backward,
@@ -386,7 +439,7 @@ def _verify_on(
             runner=_GroupRunner(reference, sharding, group),
             snippet=sharded_snippet(sharding, world, device),
             boundaries=(
-                sharded_boundaries(sharding, world, opts, dts, (device,)) if boundaries else ()
+                _boundaries(sharding, world, opts, dts, device, at_size) if boundaries else ()
             ),
         )  # fmt: skip
     finally:

@@ -190,9 +190,10 @@ def _vocab_parallel(
     # Every occurrence of an owned id is in local_ids: its count is the global count.
     w = grad_row_scale(local, local_ids, own_padding, scale_grad_by_freq)
     n, d = flat.shape[0], local.shape[1]
-    one_hot = torch.zeros((n, stop - start), dtype=local.dtype, device=local.device)
-    one_hot[owned.nonzero().reshape(-1), local_ids] = 1
     if matmul or stop == start:  # a rank without rows contributes zeros, still connected
+        # The block one-hot, (N, rows of the shard): only the matmul form pays for it.
+        one_hot = torch.zeros((n, stop - start), dtype=local.dtype, device=local.device)
+        one_hot[owned.nonzero().reshape(-1), local_ids] = 1
         partial = one_hot @ w
     else:
         rows = F.embedding(torch.where(owned, flat - start, 0), w)

@@ -193,7 +193,7 @@ def _bag_max(rows: torch.Tensor, bag_index: torch.Tensor, num_bags: int) -> torc
     return padded.gather(0, first)
 
 
-def _check_bag_call(
+def check_bag_call(
     input: torch.Tensor,
     weight: torch.Tensor,
     offsets: torch.Tensor | None,
@@ -206,7 +206,10 @@ def _check_bag_call(
     padding_idx: int | None,
     fn: str,
 ) -> int | None:
-    """The embedding checks, then the bag checks; returns ``padding_idx`` mapped into [0, V)."""
+    """The embedding checks, then the bag checks; returns ``padding_idx`` mapped into [0, V).
+
+    Every bag form and the bag oracle refuse bad input through it, with the same messages.
+    """
     padding = check_embedding_args(input, weight, padding_idx, max_norm, norm_type, fn)
     check_embedding_bag_args(
         input, weight, offsets, mode, per_sample_weights, include_last_offset,
@@ -283,7 +286,7 @@ def lookup_embedding_bag(
                 [6., 7.]])
     """
     fn = "lookup_embedding_bag"
-    padding = _check_bag_call(
+    padding = check_bag_call(
         input, weight, offsets, max_norm, norm_type, scale_grad_by_freq, mode,
         per_sample_weights, include_last_offset, padding_idx, fn,
     )  # fmt: skip
@@ -396,7 +399,7 @@ def matmul_embedding_bag(
                 [6., 7.]])
     """
     fn = "matmul_embedding_bag"
-    padding = _check_bag_call(
+    padding = check_bag_call(
         input, weight, offsets, max_norm, norm_type, scale_grad_by_freq, mode,
         per_sample_weights, include_last_offset, padding_idx, fn,
     )  # fmt: skip

@@ -73,8 +73,8 @@ from typing import TYPE_CHECKING, NamedTuple, TypedDict
 import torch
 
 from .._draw.cases import Call
-from ..forms.bag import bag_starts
-from ..forms.options import BAG_MODES
+from ..forms.bag import bag_starts, check_bag_call
+from ..forms.validation import check_ids_in_range
 from .bounds import (
     U64,
     gamma,
@@ -140,48 +140,6 @@ def _zero_where_not_finite(bound: torch.Tensor, value: torch.Tensor) -> torch.Te
 # -- the call, parsed ------------------------------------------------------------------------
 
 
-def _check_bag_input(
-    input: torch.Tensor,
-    ids: torch.Tensor,
-    offsets: torch.Tensor | None,
-    include_last_offset: bool,
-    num_embeddings: int,
-    mode: str,
-    per_sample_weights: torch.Tensor | None,
-) -> None:
-    if mode not in BAG_MODES:
-        raise ValueError(f"mode must be one of {BAG_MODES}, got {mode!r}")
-    if input.dtype.is_floating_point:
-        raise TypeError(f"ids must be integers, got {input.dtype}")
-    if input.dim() == 2:
-        if offsets is not None:
-            raise ValueError("a 2-D input takes no offsets")
-    elif input.dim() == 1:
-        if offsets is None:
-            raise ValueError("a 1-D input needs offsets")
-        offs = offsets.detach().reshape(-1).to(device="cpu", dtype=torch.int64)
-        n = input.shape[0]
-        if include_last_offset and offs.numel() == 0:
-            raise ValueError("include_last_offset=True needs at least one offset")
-        if offs.numel() == 0 and n > 0:
-            raise ValueError("no offsets, so no bags, but input holds ids")
-        if offs.numel() and int(offs[0]) != 0:
-            raise ValueError(f"offsets[0] = {int(offs[0])} must be 0")
-        if bool((offs.diff() < 0).any()):
-            raise ValueError("offsets must be non-decreasing")
-        if offs.numel() and int(offs[-1]) > n:
-            raise ValueError(f"offsets[-1] = {int(offs[-1])} is past the end of input ({n} ids)")
-    else:
-        raise ValueError(f"input must be 1-D or 2-D, got shape {tuple(input.shape)}")
-    if bool(((ids < 0) | (ids >= num_embeddings)).any()):
-        raise IndexError(f"an id lies outside [0, {num_embeddings})")
-    if per_sample_weights is not None:
-        if mode != "sum":
-            raise ValueError("per_sample_weights needs mode='sum'")
-        if tuple(per_sample_weights.shape) != tuple(input.shape):
-            raise ValueError("per_sample_weights must have the input's shape")
-
-
 class BagOracle(Oracle):
     """The exact reference of one ``F.embedding_bag`` call (the ``Oracle`` seam).
 
@@ -207,7 +165,9 @@ class BagOracle(Oracle):
             candidate's own options, which do not change the values) are ignored.
 
     Raises:
-        ValueError: offsets, ranks, mode or ``per_sample_weights`` that the reference refuses.
+        TypeError: as [`lookup_embedding_bag`][embedding_equivalence.lookup_embedding_bag]
+            raises it: the reference refuses bad input through the same checks.
+        ValueError: likewise (offsets, ranks, mode, ``per_sample_weights``, ...).
         IndexError: an id outside ``[0, V)``.
     """
 
@@ -227,14 +187,14 @@ class BagOracle(Oracle):
         norm_type = options.get("norm_type", 2.0)
         per_sample_weights = options.get("per_sample_weights")
         include_last_offset = options.get("include_last_offset", False)
-        padding_idx = options.get("padding_idx")
         num_embeddings, dim = weight.shape
+        padding_idx = check_bag_call(
+            input, weight, offsets, max_norm, norm_type, options.get("scale_grad_by_freq", False),
+            mode, per_sample_weights, include_last_offset, options.get("padding_idx"),
+            "BagOracle",
+        )  # fmt: skip
+        check_ids_in_range(input, num_embeddings, "BagOracle")
         flat = input.detach().reshape(-1).to(device="cpu", dtype=torch.int64)
-        _check_bag_input(
-            input, flat, offsets, include_last_offset, num_embeddings, mode, per_sample_weights
-        )
-        if padding_idx is not None and padding_idx < 0:
-            padding_idx += num_embeddings
         starts, end = bag_starts(input, offsets, include_last_offset)
         starts = starts.cpu()
         self.mode = mode
@@ -674,8 +634,9 @@ def reference_embedding_bag(
         table, both float64 on the CPU.
 
     Raises:
-        TypeError: a keyword argument that ``F.embedding_bag`` does not take.
-        ValueError: offsets, ranks, mode or ``per_sample_weights`` that the reference refuses.
+        TypeError: a keyword argument that ``F.embedding_bag`` does not take, or bad input
+            that [`BagOracle`][] refuses.
+        ValueError: bad input that [`BagOracle`][] refuses.
         IndexError: an id outside ``[0, V)``.
     """
     problem = _oracle("reference_embedding_bag", input, weight, offsets, options)

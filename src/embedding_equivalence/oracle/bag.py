@@ -437,22 +437,6 @@ class BagOracle(Oracle):
         bound = _zero_where_not_finite(slack, sums)
         return sums.reshape(rows, self.dim), bound.reshape(rows, self.dim)
 
-    def full(self, rows: list[int], *compact: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """Scatter ``(R, D)`` tensors of ``rows`` into ``(V, D)`` zeros."""
-        result = []
-        for t in compact:
-            out = torch.zeros(self.num_embeddings, self.dim, dtype=torch.float64)
-            if rows:
-                out[rows] = t
-            result.append(out)
-        return tuple(result)
-
-    def weight_grad_full(self, grad_output: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(grad, bound)`` of the table, ``(V, D)``; ``max``: first maximum of each bag."""
-        rows, grad, bound = self.weight_grad_rows(grad_output)
-        full_grad, full_bound = self.full(rows, grad, bound)
-        return full_grad, full_bound
-
     def psw_grad(self, grad_output: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(grad, bound)`` of ``per_sample_weights``, of the input's shape."""
         x, r = self._entries()
@@ -703,7 +687,7 @@ def reference_embedding_bag_grad(
         ``None``), float64 on the CPU.
     """
     problem = _oracle("reference_embedding_bag_grad", input, weight, offsets, options)
-    grad, _ = problem.weight_grad_full(grad_output)
+    grad, _ = problem.weight_grad(grad_output).full()
     psw = problem.psw_grad(grad_output)[0] if problem.sample_weights is not None else None
     return BagGradients(grad, psw)
 
@@ -740,6 +724,6 @@ def embedding_bag_gradient_error_bound(
     """
     name = "embedding_bag_gradient_error_bound"
     problem = _oracle(name, input, weight, offsets, options, dtype)
-    _, bound = problem.weight_grad_full(grad_output)
+    _, bound = problem.weight_grad(grad_output).full()
     psw = problem.psw_grad(grad_output)[1] if problem.sample_weights is not None else None
     return BagGradients(bound, psw)

@@ -40,7 +40,7 @@ from collections.abc import Mapping
 import pytest
 
 from ._cli.usage import int_at_least
-from .forms.validation import FLOAT_DTYPES
+from .forms.validation import dtype_name
 from .strategies import available_devices, supported_float_dtypes
 
 __all__ = [
@@ -129,10 +129,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     devices = session_devices(metafunc.config)
     if "embedding_device_dtype" in names:
         params = [
-            pytest.param((device, dtype), id=f"{device}-{str(dtype).removeprefix('torch.')}")
+            pytest.param((device, dtype), id=f"{device}-{dtype_name(dtype)}")
             for device in devices
-            for dtype in FLOAT_DTYPES
-            if dtype in supported_float_dtypes(device)
+            for dtype in supported_float_dtypes(device)
         ]
         metafunc.parametrize("embedding_device_dtype", params)
     if "embedding_device" in names:

@@ -37,7 +37,7 @@ from .._engine.repro import import_reference
 from .._engine.triton import switch_interpreter_on
 from ..forms.options import BAG_OPTIONS, EMBEDDING_OPTIONS
 from ..forms.registry import forms
-from ..forms.validation import FLOAT_DTYPES
+from ..forms.validation import FLOAT_DTYPE_NAMES, dtype_name
 from .console import (
     Column,
     Progress,
@@ -55,7 +55,7 @@ from .usage import UsageError, int_at_least
 __all__ = ["UsageError", "main"]
 
 #: ``--dtypes`` names: the package's floating dtypes (one list, in ``forms.validation``).
-_DTYPES = {str(d).removeprefix("torch."): d for d in FLOAT_DTYPES}
+_DTYPES = FLOAT_DTYPE_NAMES
 #: Examples per row of the default ``verify`` table (implementation x options x device x dtype).
 DEFAULT_CLI_EXAMPLES = 25
 #: Random examples of a row that runs the boundary phase for several dtypes (the verifiers
@@ -265,7 +265,7 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     reports: list[ee.VerificationReport] = []
     with Progress("verify", len(jobs), err) as progress:
         for job in jobs:
-            dtype_text = ",".join(_dtype_name(dt) for dt in job.dtypes)
+            dtype_text = ",".join(dtype_name(dt) for dt in job.dtypes)
             progress.step(
                 f"{job.target.name} [{','.join(job.options) or '-'}] {job.device}-{dtype_text}"
             )
@@ -358,7 +358,7 @@ def _only_job(
     """The one job of ``--only``: its implementation among ``targets``, with its options."""
     from embedding_equivalence import strategies as ees
 
-    implementation, opts, device, dtype_name = only
+    implementation, opts, device, dtype_text = only
     by_name = {t.name: t for t in targets}
     if implementation not in by_name:
         raise UsageError(
@@ -373,8 +373,8 @@ def _only_job(
                 f"--only: {implementation} takes no {', '.join(refused)}; its options are "
                 f"{', '.join(target.options) or 'none'}"
             )
-    dtypes = tuple(_DTYPES[d] for d in _csv(dtype_name))
-    unsupported = [_dtype_name(d) for d in dtypes if d not in ees.supported_float_dtypes(device)]
+    dtypes = tuple(_DTYPES[d] for d in _csv(dtype_text))
+    unsupported = [dtype_name(d) for d in dtypes if d not in ees.supported_float_dtypes(device)]
     if unsupported:
         raise UsageError(f"--only: {', '.join(unsupported)} not supported on {device}")
     return target, opts, device, dtypes
@@ -503,10 +503,6 @@ def _verify_sharded(
                 *_replay_flags(args), *_budget_flags(args.max_examples, not args.no_boundaries)
             ],
         )  # fmt: skip
-
-
-def _dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
 
 
 def _demo(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

@@ -41,6 +41,7 @@ from typing import Any
 import torch
 
 from ..forms.options import option_applies
+from ..forms.validation import dtype_name
 from .cases import EmbeddingBagCase, EmbeddingCase, IdsRecipe, IdsRun, WeightRecipe
 
 __all__ = [
@@ -253,7 +254,7 @@ def embedding_boundaries(
                 runs, 5, 3, kwargs, dtype, index, device, shape=shape, ids_layout=ids_layout,
                 table_layout=table_layout,
             )  # fmt: skip
-            yield Boundary("edge", None, f"{what} ({_name(dtype)})", case)
+            yield Boundary("edge", None, f"{what} ({dtype_name(dtype)})", case)
     # Each combination of the options, on a 0-d padding id and a short input with repeats.
     for k, combo in enumerate(option_sets(options, _EMBEDDING_EXCLUSIVE)):
         for j, dtype in enumerate(turns.dtypes):
@@ -262,15 +263,15 @@ def embedding_boundaries(
                 kwargs = _lookup_kwargs(combo, padding)
                 case = _embedding(runs, 3, 4, kwargs, dtype, index, device, shape=shape)
                 ids = "0-d id" if shape == () else "ids [2, 0, 0, 1, 0]"
-                yield Boundary("options", None, f"{', '.join(combo)} on {ids} ({_name(dtype)})",
-                               case)  # fmt: skip
+                what = f"{', '.join(combo)} on {ids} ({dtype_name(dtype)})"
+                yield Boundary("options", None, what, case)
     # max_norm in the other norms, every requested option on.
     if "max_norm" in options:
         for k, norm in enumerate(_OTHER_NORMS):
             dtype, index, device = turns.at(k)
             kwargs = _lookup_kwargs(all_options, -1, norm)
             case = _embedding(_REPEATS, 3, 4, kwargs, dtype, index, device)
-            what = f"max_norm with norm_type={norm} on ids [2, 0, 0, 1, 0] ({_name(dtype)})"
+            what = f"max_norm with norm_type={norm} on ids [2, 0, 0, 1, 0] ({dtype_name(dtype)})"
             yield Boundary("options", None, what, case)
     yield from _bad_lookups(options, turns, _bad_embedding)
     # The size axes, one at a time, every requested option on.
@@ -320,10 +321,6 @@ def _past_renorm_copies(options: Sequence[str], rows: int) -> tuple[str, ...]:
     return tuple(o for o in options if rows <= RENORM_ROWS or o != "max_norm")
 
 
-def _name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
-
-
 def _bad_embedding(
     runs: tuple[IdsRun, ...], v: int, kwargs: dict[str, Any], index: torch.dtype, why: str
 ) -> EmbeddingCase:
@@ -343,11 +340,11 @@ def _bad_lookups(
         lowest = torch.iinfo(index).min
         tail = 2**8 + 1  # a bad id in the last position, past a block of 256
         bad_ids = [
-            (f"id -1 ({_name(index)})", (IdsRun(-1, 1),), "negative id -1"),
-            (f"id V ({_name(index)})", (IdsRun(v, 1),), f"id {v} >= V = {v}"),
-            (f"the most negative id ({_name(index)})", (IdsRun(lowest, 1),),
+            (f"id -1 ({dtype_name(index)})", (IdsRun(-1, 1),), "negative id -1"),
+            (f"id V ({dtype_name(index)})", (IdsRun(v, 1),), f"id {v} >= V = {v}"),
+            (f"the most negative id ({dtype_name(index)})", (IdsRun(lowest, 1),),
              f"negative id {lowest}"),
-            (f"id V in position {tail - 1} of {tail} ({_name(index)})",
+            (f"id V in position {tail - 1} of {tail} ({dtype_name(index)})",
              (IdsRun(0, tail - 1, 1, v), IdsRun(v, 1)), f"id {v} >= V = {v}"),
         ]  # fmt: skip
         for what, runs, why in bad_ids:
@@ -462,7 +459,7 @@ def bag_boundaries(
             k += 1
             case = _bag(runs, starts, 3, 2, mode, all_options, 2, dtype, index, device,
                         shape=shape, specials=specials)  # fmt: skip
-            yield Boundary("edge", None, f"{what} (mode={mode!r}, {_name(dtype)})", case)
+            yield Boundary("edge", None, f"{what} (mode={mode!r}, {dtype_name(dtype)})", case)
     if "include_last_offset" in options:
         for mode in modes:
             _, dtype, index, device = at(k)
@@ -478,7 +475,9 @@ def bag_boundaries(
             _, dtype, index, device = at(k)
             k += 1
             case = _bag(_REPEATS, (0, 2), 3, 4, mode, combo, -1, dtype, index, device)
-            text = f"{', '.join(combo)} on bags [2, 0], [0, 1, 0] (mode={mode!r}, {_name(dtype)})"
+            text = (
+                f"{', '.join(combo)} on bags [2, 0], [0, 1, 0] (mode={mode!r}, {dtype_name(dtype)})"
+            )
             yield Boundary("options", None, text, case)
     if "cpu" in turns.devices:
 
@@ -598,7 +597,7 @@ def quantized_boundaries(
         for j, dtype in enumerate(turns.dtypes):
             _, index, device = turns.at(i + j)
             made = case(runs, 5, 4, dtype, index, device, shape, layout)
-            yield Boundary("edge", None, f"{what} ({_name(dtype)})", made)
+            yield Boundary("edge", None, f"{what} ({dtype_name(dtype)})", made)
 
     def bad(
         runs: tuple[IdsRun, ...], v: int, kwargs: dict[str, Any], index: torch.dtype, why: str

@@ -17,7 +17,7 @@ import torch
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from ..forms.validation import FLOAT_DTYPES, INDEX_DTYPES
+from ..forms.validation import FLOAT_DTYPE_NAMES, FLOAT_DTYPES, INDEX_DTYPES
 from .cases import IDS_LAYOUTS, WEIGHT_LAYOUTS, IdsRecipe, WeightRecipe
 
 __all__ = [
@@ -146,7 +146,7 @@ def float_dtypes(value: object, name: str) -> tuple[torch.dtype, ...]:
         InvalidArgument: a single dtype instead of a sequence, an unknown name, or a dtype
             that is not floating; the message names the value and the right call.
     """
-    names = {str(d).removeprefix("torch."): d for d in FLOAT_DTYPES}
+    names = FLOAT_DTYPE_NAMES
     if isinstance(value, torch.dtype | str):
         raise InvalidArgument(
             f"{name}={value!r} must be a sequence of dtypes, e.g. {name}=[{value!r}]"

@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from ..forms.validation import dtype_name
 from .check import (
     CheckableCase,
     EquivalenceError,
@@ -192,7 +193,7 @@ def describe(limit: InterpreterLimit, case: CheckableCase) -> str:
         pass: <summary> (<reference>). The same call in float32 passes. ..."``.
     """
     dtype = getattr(case, "dtype", None)
-    name = str(dtype).removeprefix("torch.") if isinstance(dtype, torch.dtype) else ""
+    name = dtype_name(dtype) if isinstance(dtype, torch.dtype) else ""
     where = f" in {name}" if limit.replay_in_float32 and name else ""
     text = (
         f"Triton's interpreter (triton {triton_version()}, {INTERPRETER_ENV}=1) cannot run "

@@ -29,6 +29,7 @@ from .._draw.cases import EmbeddingBagCase, EmbeddingCase
 from .._draw.sizes import SizeSpec, case_sizes
 from ..forms.options import option_applies
 from ..forms.quantized import check_scheme
+from ..forms.validation import dtype_name
 from ..oracle import BagOracle, EmbeddingOracle
 from ..oracle.quantized import QuantizedOracle
 from .boundary_phase import run_boundaries
@@ -168,7 +169,7 @@ class VerificationReport:
             + (f" ({self.boundary_examples} at boundaries)" if self.boundary_examples else "")
             + f" in {self.elapsed:.1f} s "
             f"(seed={self.seed}, options={list(self.options)}, "
-            f"dtypes={[str(d).removeprefix('torch.') for d in self.dtypes]}, "
+            f"dtypes={[dtype_name(d) for d in self.dtypes]}, "
             f"devices={list(self.devices)})"
         )
         head += self._compiled_text()

@@ -18,6 +18,7 @@ from .options import BAG_MODES, option_applies
 
 __all__ = [
     "FLOAT_DTYPES",
+    "FLOAT_DTYPE_NAMES",
     "INDEX_DTYPES",
     "INTEGER_TABLE_DTYPES",
     "OneHotTooLargeError",
@@ -28,6 +29,7 @@ __all__ = [
     "check_ids_in_range",
     "check_multi_hot_fits",
     "check_one_hot_fits",
+    "dtype_name",
     "format_bytes",
     "normalize_padding_idx",
 ]
@@ -42,6 +44,15 @@ FLOAT_DTYPES: tuple[torch.dtype, ...] = (
     torch.float16,
     torch.bfloat16,
 )
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """How messages, test ids and ``--dtypes`` name a dtype: ``"float32"``."""
+    return str(dtype).removeprefix("torch.")
+
+
+#: [`FLOAT_DTYPES`][] by [`dtype_name`][]: what ``dtypes=[...]`` and ``--dtypes`` accept.
+FLOAT_DTYPE_NAMES: dict[str, torch.dtype] = {dtype_name(d): d for d in FLOAT_DTYPES}
 #: Integer table dtypes that torch's embedding looks up (forward only).
 INTEGER_TABLE_DTYPES: tuple[torch.dtype, ...] = (
     torch.uint8,

@@ -19,7 +19,6 @@ from .._draw.boundaries import (
     _embedding,
     _largest_set,
     _lookup_kwargs,
-    _name,
     _size_axis,
     _Turns,
     option_sets,
@@ -39,6 +38,11 @@ __all__ = [
 #: every rank builds the whole table, so the axes stop at a few thousand rows and 2**10
 #: columns; the sizes past them are ``verify_embedding``'s.
 SHARDED_LIMITS: dict[str, int] = {"V": 2**12, "D": 2**10}
+
+
+def _name(dtype: torch.dtype) -> str:
+    """How the messages name a dtype: ``"float32"``."""
+    return str(dtype).removeprefix("torch.")
 
 
 def around_world_multiples(world_size: int, limit: int, factor: int = 2) -> tuple[int, ...]:

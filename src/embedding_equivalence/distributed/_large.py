@@ -21,6 +21,7 @@ against the compact oracle, naming rows by their global number.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -463,6 +464,7 @@ def run_large_on_rank(
         This rank's [`LargeOutcome`][]: the full output, its pieces of the referenced rows'
         gradient (and table after ``max_norm``), and the first stray row.
     """
+    gc.collect()  # what a previous call left in reference cycles, before the next shard
     outcome = LargeOutcome(rank=dist.get_rank())
     case = call.case
     assert case is not None

@@ -69,9 +69,12 @@ def _portable(exc: BaseException) -> BaseException:
 
 
 def _failed(outcome: Outcome, exc: BaseException, stage: str, start: float) -> Outcome:
-    outcome.error, outcome.stage = _portable(exc), stage
     outcome.seconds = time.perf_counter() - start
     outcome.traceback = "".join(traceback.format_exception(exc))
+    # The traceback is kept as text: the frames would keep the call's tensors (a shard of a
+    # large table) alive in a reference cycle until the next garbage collection.
+    traceback.clear_frames(exc.__traceback__)
+    outcome.error, outcome.stage = _portable(exc.with_traceback(None)), stage
     return outcome
 
 

@@ -1,7 +1,8 @@
-"""The suite's parametrizations of the forms, all read from the package's registry (``FORMS``).
+"""The suite's parametrizations of the forms: the package's registry (``FORMS``) and two more.
 
 A new entry in ``embedding_equivalence.forms.FORMS`` is tested by every property that takes
-forms of its kind, with no list to update here.
+forms of its kind, with no list to update here. [`CROSS_CHECKS`][] adds two further lookups
+(not exported, so not in the package), which every property checks beside the registry's.
 """
 
 from __future__ import annotations
@@ -10,10 +11,56 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import torch
 
-from embedding_equivalence.forms import Form, forms
+from embedding_equivalence.forms import EMBEDDING_OPTIONS, Form, forms
+from embedding_equivalence.forms.renorm import prepare_product_call
 
-__all__ = ["form_params"]
+__all__ = ["CROSS_CHECKS", "form_params", "index_select_embedding", "indexing_embedding"]
+
+
+def index_select_embedding(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    padding_idx: int | None = None,
+    max_norm: float | None = None,
+    norm_type: float = 2.0,
+    scale_grad_by_freq: bool = False,
+) -> torch.Tensor:
+    """Lookup through ``torch.index_select``; gradient by ``index_add`` (autograd's rule).
+
+    Same arguments, semantics and errors as ``lookup_embedding`` (without ``sparse``).
+    """
+    options = (padding_idx, max_norm, norm_type, scale_grad_by_freq)
+    call = prepare_product_call(input, weight, options, "index_select_embedding")
+    return call.weight.index_select(0, call.flat).reshape(*input.shape, weight.shape[1])
+
+
+def indexing_embedding(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    padding_idx: int | None = None,
+    max_norm: float | None = None,
+    norm_type: float = 2.0,
+    scale_grad_by_freq: bool = False,
+) -> torch.Tensor:
+    """Lookup by advanced indexing, ``weight[input]``; gradient by accumulating ``index_put``.
+
+    Same arguments, semantics and errors as ``lookup_embedding`` (without ``sparse``).
+    """
+    options = (padding_idx, max_norm, norm_type, scale_grad_by_freq)
+    call = prepare_product_call(input, weight, options, "indexing_embedding")
+    return call.weight[call.flat].reshape(*input.shape, weight.shape[1])
+
+
+_NOT_SPARSE = tuple(o for o in EMBEDDING_OPTIONS if o != "sparse")
+#: Two further lookups, cross-checks for the suite (not exported).
+CROSS_CHECKS: tuple[Form, ...] = (
+    Form("index_select_embedding", index_select_embedding, "embedding", "lookup", _NOT_SPARSE,
+         public=False),
+    Form("indexing_embedding", indexing_embedding, "embedding", "lookup", _NOT_SPARSE,
+         public=False),
+)  # fmt: skip
 
 
 def form_params(
@@ -23,6 +70,8 @@ def form_params(
     with_options: bool = False,
 ) -> list[Any]:
     """``pytest.param``s of the forms of ``kind`` that satisfy ``where``, with readable ids.
+
+    The registry's forms, then the [`CROSS_CHECKS`][].
 
     Args:
         kind: ``"embedding"`` or ``"bag"``.
@@ -35,6 +84,6 @@ def form_params(
     assert kind in ("embedding", "bag"), kind
     return [
         pytest.param(*((f.fn, f.options) if with_options else (f.fn,)), id=f.name)
-        for f in forms(kind)  # type: ignore[arg-type]
-        if where(f)
+        for f in (*forms(kind), *CROSS_CHECKS)  # type: ignore[arg-type]
+        if f.kind == kind and where(f)
     ]

@@ -1,9 +1,9 @@
 """Lookup forms: the embedding as indexing, ``W[ids]``.
 
 [`lookup_embedding`][] is ``F.embedding`` behind the package's shared validation, so that
-it refuses bad input with the same errors as the matmul forms. [`index_select_embedding`][]
-and [`indexing_embedding`][] are two further lookups built from ``index_select`` and advanced
-indexing; the test suite checks all three against each other and against the float64 oracle.
+it refuses bad input with the same errors as the matmul forms. The test suite adds two further
+lookups, built from ``index_select`` and advanced indexing (``tests/registry.py``), and checks
+all three against each other and against the float64 oracle.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .renorm import grad_row_scale, prepare_product_call, renorm_rows_
+from .renorm import grad_row_scale, renorm_rows_
 from .validation import check_embedding_args, check_ids_in_range
 
-__all__ = ["index_select_embedding", "indexing_embedding", "lookup_embedding"]
+__all__ = ["lookup_embedding"]
 
 
 def lookup_embedding(
@@ -101,37 +101,3 @@ def lookup_embedding(
         )
         return out.reshape(weight.shape[1])
     return F.embedding(input, weight, padding, max_norm, norm_type, scale_grad_by_freq, sparse)
-
-
-def index_select_embedding(
-    input: torch.Tensor,
-    weight: torch.Tensor,
-    padding_idx: int | None = None,
-    max_norm: float | None = None,
-    norm_type: float = 2.0,
-    scale_grad_by_freq: bool = False,
-) -> torch.Tensor:
-    """Lookup through ``torch.index_select``; gradient by ``index_add`` (autograd's rule).
-
-    Same arguments, semantics and errors as [`lookup_embedding`][] (without ``sparse``).
-    """
-    options = (padding_idx, max_norm, norm_type, scale_grad_by_freq)
-    call = prepare_product_call(input, weight, options, "index_select_embedding")
-    return call.weight.index_select(0, call.flat).reshape(*input.shape, weight.shape[1])
-
-
-def indexing_embedding(
-    input: torch.Tensor,
-    weight: torch.Tensor,
-    padding_idx: int | None = None,
-    max_norm: float | None = None,
-    norm_type: float = 2.0,
-    scale_grad_by_freq: bool = False,
-) -> torch.Tensor:
-    """Lookup by advanced indexing, ``weight[input]``; gradient by accumulating ``index_put``.
-
-    Same arguments, semantics and errors as [`lookup_embedding`][] (without ``sparse``).
-    """
-    options = (padding_idx, max_norm, norm_type, scale_grad_by_freq)
-    call = prepare_product_call(input, weight, options, "indexing_embedding")
-    return call.weight[call.flat].reshape(*input.shape, weight.shape[1])

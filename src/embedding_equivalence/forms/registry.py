@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .bag import lookup_embedding_bag, matmul_embedding_bag
-from .lookup import index_select_embedding, indexing_embedding, lookup_embedding
+from .lookup import lookup_embedding
 from .matmul import linear_embedding, matmul_embedding, sparse_matmul_embedding
 from .options import BAG_OPTIONS, EMBEDDING_OPTIONS
 
@@ -31,7 +31,8 @@ class Form:
             matrix times the table) or ``"sparse matmul"`` (a sparse one-hot times the table).
         options: the keyword options it takes, in [`EMBEDDING_OPTIONS`][] /
             [`BAG_OPTIONS`][] order.
-        public: exported by ``embedding_equivalence`` (the others are cross-checks).
+        public: exported by ``embedding_equivalence``; a form that is not is a cross-check,
+            such as the two further lookups the test suite adds (``tests/registry.py``).
     """
 
     name: str
@@ -59,18 +60,6 @@ FORMS: tuple[Form, ...] = (
     Form("sparse_matmul_embedding", sparse_matmul_embedding, "embedding", _SPARSE, _NOT_SPARSE),
     Form("lookup_embedding_bag", lookup_embedding_bag, "bag", "lookup", BAG_OPTIONS),
     Form("matmul_embedding_bag", matmul_embedding_bag, "bag", _DENSE, _BAG_NOT_SPARSE),
-    # Two further lookups, cross-checks for the suite (not exported).
-    Form(
-        "index_select_embedding",
-        index_select_embedding,
-        "embedding",
-        "lookup",
-        _NOT_SPARSE,
-        public=False,
-    ),
-    Form(
-        "indexing_embedding", indexing_embedding, "embedding", "lookup", _NOT_SPARSE, public=False
-    ),
 )
 
 

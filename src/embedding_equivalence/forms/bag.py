@@ -359,23 +359,17 @@ def matmul_embedding_bag(
     (``0 * inf``), as for [`matmul_embedding`][embedding_equivalence.matmul_embedding].
 
     Args:
-        input: int64 or int32 ids, each in ``[0, V)``: ``(N,)`` with ``offsets``, or
-            ``(B, L)``, ``B`` bags of ``L`` ids, without.
-        weight: ``(V, D)`` floating table, on the ids' device.
-        offsets: ``(B,)`` int64/int32 start of each bag in a 1-D ``input`` (``(B + 1,)`` with
-            ``include_last_offset``): ``offsets[0] == 0``, non-decreasing, at most ``N``.
-        max_norm: if given, every row referenced by ``input`` whose ``norm_type``-norm exceeds
-            it is rescaled **in place** to norm ``max_norm`` before the product.
+        input: as for [`lookup_embedding_bag`][].
+        weight: as for [`lookup_embedding_bag`][].
+        offsets: as for [`lookup_embedding_bag`][].
+        max_norm: as for [`lookup_embedding_bag`][]: the renorm is made before the product.
         norm_type: the ``p`` of the p-norm for ``max_norm``.
-        scale_grad_by_freq: divide the gradient of each row by how often its id occurs in the
-            bags (not with ``mode="max"``).
+        scale_grad_by_freq: as for [`lookup_embedding_bag`][] (not with ``mode="max"``).
         mode: ``"sum"``, ``"mean"`` or ``"max"``.
         per_sample_weights: weights of ``input``'s shape and ``weight``'s dtype, the entries
             of ``M`` (``mode="sum"`` only); they receive a gradient too.
-        include_last_offset: ``offsets`` ends with the end of the last bag (CSR layout); ids
-            after it belong to no bag. Ignored for a 2-D input.
-        padding_idx: row left out of every bag and of ``mean``'s count; it gets no gradient.
-            Negative values count from the end.
+        include_last_offset: as for [`lookup_embedding_bag`][].
+        padding_idx: as for [`lookup_embedding_bag`][].
 
     Returns:
         ``(B, D)`` tensor of ``weight``'s dtype; empty bags give zeros.

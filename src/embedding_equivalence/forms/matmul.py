@@ -227,8 +227,7 @@ def linear_embedding(
         input: int64 or int32 ids of any shape ``(*batch)``, each in ``[0, V)``.
         weight: ``(V, D)`` floating table (not the ``(D, V)`` linear weight).
         padding_idx: row that receives no gradient; negative values count from the end.
-        max_norm: if given, rows referenced by ``input`` with a larger ``norm_type``-norm are
-            rescaled **in place** to norm ``max_norm`` before the product.
+        max_norm: as for [`matmul_embedding`][] (in place, before the product).
         norm_type: the ``p`` of the p-norm for ``max_norm``.
         scale_grad_by_freq: divide the gradient of each row by its id's frequency in ``input``.
 
@@ -269,8 +268,7 @@ def sparse_matmul_embedding(
         input: int64 or int32 ids of any shape ``(*batch)``, each in ``[0, V)``.
         weight: ``(V, D)`` floating table, contiguous or strided, on the ids' device.
         padding_idx: row that receives no gradient; negative values count from the end.
-        max_norm: if given, rows referenced by ``input`` with a larger ``norm_type``-norm are
-            rescaled **in place** to norm ``max_norm`` before the product.
+        max_norm: as for [`matmul_embedding`][] (in place, before the product).
         norm_type: the ``p`` of the p-norm for ``max_norm``.
         scale_grad_by_freq: divide the gradient of each row by its id's frequency in ``input``.
 

@@ -43,7 +43,7 @@ from typing import Any
 import torch
 
 from .._draw.cases import Call
-from .bounds import U64, nan_max, renorm_error_bound, subnormal_loss, unit_roundoff
+from .bounds import U64, gammas, nan_max, renorm_error_bound, subnormal_loss, unit_roundoff
 from .expected import ExpectedRows, Oracle, RowDigests, table_as_it_was
 
 __all__ = [
@@ -187,9 +187,7 @@ def gradient_bound_from_sums(
     u = unit_roundoff(dtype)
     eta = subnormal_loss(dtype)
     k = count.to(torch.float64) + (2 if scale_grad_by_freq else 0)
-    ku = k * u  # gamma_k for every row at once; inf where k u >= 1 (no bound exists)
-    gam = torch.where(ku < 1, ku / (1 - ku), torch.full_like(ku, math.inf))
-    bound = (gam + 2 * U64)[:, None] * abs_sum + (k * eta)[:, None]
+    bound = (gammas(k, u) + 2 * U64)[:, None] * abs_sum + (k * eta)[:, None]
     bound[count == 0] = 0.0
     return bound
 

@@ -156,7 +156,7 @@ def test_the_examples_at_size_hold_ids_at_every_shard_edge(sharding: str, world:
     boundaries = list(
         sharded_boundaries_at_size(
             sharding, world, ("padding_idx",), [torch.float32], (v, v), (d, d)
-        )  # fmt: skip
+        )
     )
     assert boundaries
     for boundary in boundaries:
@@ -293,7 +293,8 @@ def test_a_kernel_wrong_only_at_an_inner_shard_edge_of_a_large_table_is_caught_a
         embedding_dims=EDGE_D, dtypes=[torch.float32], max_examples=1, seed=1, timeout=120.0,
     )  # fmt: skip
     assert not report.passed
-    assert report.boundary is not None and "every shard edge" in report.boundary
+    assert report.boundary is not None
+    assert "every shard edge" in report.boundary
     # The ids: each rank's first row (0, 65,537), rank 0's last row (65,536), V - 1 three times.
     assert math.ceil(EDGE_V / 2) - 1 == 65_536
     assert "out[2, 0] = 0, but the exact value is" in (report.failure or "")

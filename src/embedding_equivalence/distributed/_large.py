@@ -273,7 +273,7 @@ class LargeShardedCase:
             return ShardedCall(input, stand_in, dict(self.kwargs), case=self, rows=())
         rows = self.referenced_rows()
         index = torch.tensor(rows, dtype=torch.int64)
-        flat = input.reshape(-1).to(torch.int64)
+        flat = input.reshape(-1).to(torch.int64).contiguous()
         compact_ids = torch.searchsorted(index, flat).reshape(input.shape).to(input.dtype)
         weight = self.table.gather(rows).requires_grad_(backward)
         kwargs = dict(self.kwargs)

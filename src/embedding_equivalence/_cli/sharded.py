@@ -4,8 +4,11 @@ Started plainly, each row of the table starts its own group of ``--world-size`` 
 on every rank by ``torchrun`` (``torchrun --nproc-per-node 2 -m embedding_equivalence verify
 --sharding vocab``), it joins the group that torchrun describes in the environment, every rank
 runs the same rows, and rank 0 prints the table (and the JSON of ``--json``); every rank exits
-with the same status. The output follows [`console`][embedding_equivalence._cli.console]'s rule,
-as ``verify`` does without ``--sharding``.
+with the same status. When ranks are lost (a node and its launcher vanish), every surviving
+rank stops after the row that found it, the other ranks write the failure that names the lost
+ranks on stderr, and every survivor exits 1 at once. The output follows
+[`console`][embedding_equivalence._cli.console]'s rule, as ``verify`` does without
+``--sharding``.
 
 A row is a cell ``IMPLEMENTATION/OPTIONS/DEVICE/DTYPES`` (``DTYPES`` comma-separated, or
 ``all`` when ``--dtypes`` is not given) and verifies under its own seed, derived from the
@@ -24,7 +27,13 @@ import torch
 import torch.distributed as dist
 
 from .._engine.verify import VerificationReport
-from ..distributed._group import DEFAULT_TIMEOUT, gpus_short
+from ..distributed._group import (
+    DEFAULT_STARTUP_TIMEOUT,
+    DEFAULT_TIMEOUT,
+    gpus_short,
+    narrow_timeout,
+)
+from ..distributed._torchrun import broken_group
 from ..distributed._verify import verify_sharded_embedding
 from ..distributed.forms import SHARDED_FORMS
 from ..forms.options import SHARDED_OPTIONS
@@ -50,7 +59,10 @@ def _join_torchrun_group(device: str) -> bool:
     if not all(k in os.environ for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")):
         return False
     backend = "nccl" if device == "cuda" else "gloo"
-    dist.init_process_group(backend, timeout=timedelta(seconds=DEFAULT_TIMEOUT * 3))
+    # Joining waits for every rank to start (the start-up timeout); the seed's broadcast and
+    # the closing barrier on the default group then get a call's.
+    dist.init_process_group(backend, timeout=timedelta(seconds=DEFAULT_STARTUP_TIMEOUT))
+    narrow_timeout(None, DEFAULT_TIMEOUT * 3)
     return True
 
 
@@ -141,18 +153,23 @@ def run_sharded_verify(
                 seed=cell_seed(run_seed, cell), boundaries=boundaries, **(sizes or {}),
             )  # fmt: skip
             reports.append(report)
+            if in_group and broken_group() is not None:
+                break  # ranks were lost: no later row can run on this group
     failures = [r for r in reports if not r.passed]
+    broken = broken_group() if in_group else None
+    if broken is not None and dist.get_rank() != 0:
+        err.write(f"rank {dist.get_rank()}: {broken}\n")
     if speak:
         results = [
             _row(name, opts, cell, report, sharding, device, run_seed, replay_flags)
-            for (name, _, opts), cell, report in zip(rows, cells, reports, strict=True)
+            for (name, _, opts), cell, report in zip(rows, cells, reports, strict=False)
         ]
         emit_results(
             results, reports, schema="embedding-equivalence/verify-sharded/1",
             run_seed=run_seed, max_examples=max_examples, boundaries=boundaries,
             columns=_COLUMNS, json_path=json_path, out=out, err=err,
         )  # fmt: skip
-    if in_group:
+    if in_group and broken is None:
         dist.barrier()
     return 1 if failures else 0
 

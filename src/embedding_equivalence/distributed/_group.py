@@ -110,11 +110,12 @@ class StillWaiting(RuntimeError):
 
 
 class GroupFailure(Exception):
-    """A rank hung or died: the group could not run the call to the end.
+    """A rank hung, died or was lost: the group could not run the call to the end.
 
     Attributes:
         ranks: the ranks that failed.
-        kind: ``"hung"`` or ``"died"``.
+        kind: ``"hung"``, ``"died"`` (a spawned rank), or ``"lost"`` (under torchrun: ranks
+            gone, alone or with their node and its launcher).
     """
 
     def __init__(self, message: str, ranks: list[int], kind: str) -> None:

@@ -11,35 +11,271 @@ fails inside the candidate from taking the verifier's own messages down with it:
 - the **outbox** (gloo), on which rank 0 gathers every rank's outcome, with room for one
   timeout of the work group: a rank that does not report by then is hung, and the run ends;
 - the **inbox** (gloo), on which rank 0 broadcasts each call and the final report; the
-  serving ranks wait on it while rank 0 shrinks, so its timeout is long.
+  serving ranks wait on it while rank 0 judges and shrinks, so its timeout is long.
 
 Each group is created under the start-up timeout (creating one waits for every rank to arrive,
 which on a loaded machine can take longer than a call) and then given its own timeout.
 
-A rank that dies ends the whole job: torchrun stops the other ranks. A rank that hangs is
-reported by rank 0, which returns the failing report at once; the hung rank (and any rank
-still waiting for rank 0's next message) stays until torchrun or the user stops the job.
+**Lost ranks and nodes.** Under torchrun a rank, or a whole node with its launcher, can vanish
+while the others wait in a collective. Three rules bring every survivor out within seconds:
+
+1. *A broken group is closed at once.* A rank whose collective on one of the three groups
+   fails (a peer's connection closed, or a timeout) closes all three. Closing drops its
+   connections, so every peer waiting on it gets an error at once and does the same: the
+   failure spreads through the group instead of leaving ranks waiting on live peers that have
+   already given up.
+2. *A heartbeat names the lost ranks.* Every rank publishes its node, host and pid in the
+   store and beats there every second; a thread on each rank watches the others: a rank on
+   this host is lost when its process is gone, a rank on another host when its beat has not
+   advanced for ``_LOST_AFTER`` seconds, and rank 0's node when the store (which rank 0's
+   launcher hosts) no longer answers. When it finds a lost rank while this rank is between
+   collectives (rank 0 judging), it closes the groups itself (rule 1). A rank whose own
+   torchrun launcher is gone (killed with its process group: torchrun starts each rank in a
+   session of its own, so the rank lives on) exits: its node is lost, and its peers report it.
+3. *Every survivor returns a failing report.* Rank 0's run ends with a report that names the
+   lost ranks and their node; rank 0 leaves it in the store, where the serving ranks pick it
+   up; when rank 0 is among the lost, each survivor writes its own. Every verifier call in
+   this process afterwards raises the same
+   [`GroupFailure`][embedding_equivalence.distributed._group.GroupFailure] at once
+   ([`broken_group`][] says so): the default group has ranks that will never answer.
+
+A rank that hangs inside the candidate is reported by rank 0 after the outbox's timeout; the
+groups are closed, so the other ranks return that report too, and only the hung rank stays
+until torchrun or the user stops it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import gc
+import itertools
+import json
+import os
+import pickle
+import socket
+import sys
+import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh
 
 from .._draw.cases import Call
 from .._engine.check import Outcome
+from .._engine.repro import candidate_name
+from .._engine.verify import VerificationReport
 from ._group import DEFAULT_STARTUP_TIMEOUT, GroupFailure, narrow_timeout
-from ._rank import run_on_rank
+from ._rank import load_candidate, run_on_rank
 
-__all__ = ["TorchrunGroup"]
+__all__ = ["TorchrunGroup", "broken_group"]
 
 #: How long the serving ranks wait for rank 0's next call (it may be shrinking a failure).
 _INBOX_TIMEOUT = timedelta(hours=1)
+#: Seconds between two heartbeats of a rank.
+_BEAT = 1.0
+#: Seconds without a heartbeat after which a rank on another host is lost (its connections may
+#: not close when a machine vanishes; a process that dies on this host is seen at once).
+_LOST_AFTER = 10.0
+#: Seconds to wait, once a rank is found lost, for the rest of its node to be found too.
+_SETTLE = 2 * _BEAT + 0.5
+#: Seconds a serving rank waits for rank 0's failing report in the store after the group broke.
+_REPORT_WAIT = 10.0
+_T = TypeVar("_T")
+
+#: Numbers the groups of this process, the same on every rank (each rank builds them in turn).
+_GENERATIONS = itertools.count()
+#: The failure that broke this process's group, if one did: every later group would wait on
+#: ranks that are gone.
+_BROKEN: GroupFailure | None = None
+
+
+def broken_group() -> GroupFailure | None:
+    """The failure that left this process's group with lost ranks, or ``None``.
+
+    Once set, [`TorchrunGroup`][] raises it at once instead of waiting on ranks that are gone,
+    and the caller should end the job (the CLI stops and skips its closing barrier).
+    """
+    return _BROKEN
+
+
+def _node_name() -> str:
+    """This process's node: torchrun's node rank (``GROUP_RANK``), else the host name."""
+    group_rank = os.environ.get("GROUP_RANK")
+    return f"node {group_rank}" if group_rank is not None else f"host {socket.gethostname()}"
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:  # no /proc here: the signal said enough
+        return True
+
+
+@dataclass(frozen=True)
+class _Peer:
+    """Where a rank runs, as it published itself."""
+
+    rank: int
+    node: str
+    host: str
+    pid: int
+
+
+def _heartbeat_store(prefix: str) -> dist.Store:
+    """A store of the default group's for the heartbeat, with a connection of its own.
+
+    The heartbeat thread must not share a TCP connection with the main thread's group
+    creation, and its calls must fail within seconds when the store's host is gone.
+    """
+    store = dist.distributed_c10d._get_default_store()
+    inner: Any = store
+    while isinstance(inner, dist.PrefixStore):
+        inner = inner.underlying_store
+    if isinstance(inner, dist.TCPStore):
+        store = dist.TCPStore(
+            inner.host, inner.port, is_master=False, wait_for_workers=False,
+            timeout=timedelta(seconds=_LOST_AFTER),
+        )  # fmt: skip
+    return dist.PrefixStore(prefix, store)
+
+
+class _Liveness:
+    """Which ranks of the group are gone: pids on this host, a heartbeat through the store.
+
+    Args:
+        prefix: the store keys of this group.
+        rank: this rank.
+        world_size: the number of ranks.
+    """
+
+    def __init__(self, prefix: str, rank: int, world_size: int) -> None:
+        self.rank = rank
+        self.world_size = world_size
+        self.store = _heartbeat_store(prefix)
+        self.me = _Peer(rank, _node_name(), socket.gethostname(), os.getpid())
+        self.store.set(f"peer/{rank}", json.dumps([self.me.node, self.me.host, self.me.pid]))
+        self.store.set(f"beat/{rank}", "0")
+        self.peers: list[_Peer] = []
+        self.store_lost = False
+        self._beats: dict[int, tuple[bytes, float]] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.on_lost: Callable[[], None] | None = None
+        # torchrun starts each rank as its child: a rank whose launcher is gone is orphaned.
+        self.launcher = os.getppid() if "TORCHELASTIC_RUN_ID" in os.environ else None
+
+    def start(self) -> None:
+        """Read every rank's place (each set it before the groups were created) and beat."""
+        keys = [f"peer/{r}" for r in range(self.world_size)]
+        for r, raw in enumerate(self.store.multi_get(keys)):
+            node, host, pid = json.loads(raw)
+            self.peers.append(_Peer(r, node, host, pid))
+        now = time.monotonic()
+        self._beats = {p.rank: (b"", now) for p in self.peers}
+        self._thread = threading.Thread(target=self._run, name="ee-heartbeat", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """End the heartbeat thread."""
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=2 * _BEAT)
+
+    def _run(self) -> None:
+        keys = [f"beat/{p.rank}" for p in self.peers]
+        while not self._stop.wait(_BEAT):
+            if self.launcher is not None and os.getppid() != self.launcher:
+                self._leave()
+            if not self.store_lost:
+                try:
+                    self.store.add(f"beat/{self.rank}", 1)
+                    values = self.store.multi_get(keys)
+                except Exception:  # any store error: its host is gone
+                    self.store_lost = True
+                else:
+                    now = time.monotonic()
+                    for peer, value in zip(self.peers, values, strict=True):
+                        if value != self._beats[peer.rank][0]:
+                            self._beats[peer.rank] = (value, now)
+            if self.on_lost is not None and self.lost_now():
+                self.on_lost()
+
+    def _leave(self) -> None:
+        """This rank's launcher is gone: leave the group, as the launcher would have made it.
+
+        torchrun starts each rank in a session of its own, so a launcher killed with its
+        process group leaves its ranks running with nobody to stop them or report their exit
+        status. They exit here (their connections close, and the other ranks report them
+        lost); the main thread may be waiting in a collective that nothing else would end.
+        """
+        sys.stderr.write(
+            f"embedding-equivalence: rank {self.rank} ({self.me.node}) leaves the group: its "
+            f"torchrun launcher (pid {self.launcher}) is gone\n"
+        )
+        sys.stderr.flush()
+        os._exit(1)
+
+    def lost_now(self) -> list[int]:
+        """The ranks known to be gone now."""
+        now = time.monotonic()
+        lost = []
+        for peer in self.peers:
+            if peer.rank == self.rank:
+                continue
+            if peer.host == self.me.host:
+                gone = not _pid_alive(peer.pid)
+            elif self.store_lost:  # the store's host, rank 0's node, is gone
+                gone = peer.node == self.peers[0].node
+            else:
+                gone = now - self._beats[peer.rank][1] > _LOST_AFTER
+            if gone:
+                lost.append(peer.rank)
+        return lost
+
+    def lost(self) -> list[int]:
+        """The ranks gone, waiting as long as a rank on another host takes to be found lost.
+
+        Once one is found, the others of a node that goes down together (a killed launcher's
+        ranks each leave within a heartbeat) get ``_SETTLE`` seconds to be found as well.
+        """
+        remote = any(p.host != self.me.host for p in self.peers)
+        deadline = time.monotonic() + (_LOST_AFTER + 2 * _BEAT if remote else 0.0)
+        while True:
+            lost = self.lost_now()
+            if lost:
+                time.sleep(_SETTLE)
+                return self.lost_now()
+            if time.monotonic() >= deadline:
+                return lost
+            time.sleep(0.2)
+
+    def describe(self, lost: list[int]) -> str:
+        """``"ranks 2, 3 (node 1, all of its ranks)"``: the lost ranks by node."""
+        parts = []
+        for node in dict.fromkeys(self.peers[r].node for r in lost):
+            on_node = [p.rank for p in self.peers if p.node == node]
+            gone = [r for r in lost if self.peers[r].node == node]
+            which = "all of its ranks" if gone == on_node else f"which has {_ranks(on_node)}"
+            parts.append(f"{_ranks(gone)} ({node}, {which})")
+        return "; ".join(parts)
+
+
+def _ranks(ranks: list[int]) -> str:
+    """``"rank 2"`` or ``"ranks 2, 3"``."""
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
 
 
 def _new_group(timeout: timedelta, startup: float, backend: str | None = None) -> dist.ProcessGroup:
@@ -66,11 +302,16 @@ class TorchrunGroup:
         timeout: seconds a call may take on the work group.
         startup_timeout: seconds the ranks may take to create each group (default 120, or
             ``$EMBEDDING_EQUIVALENCE_DISTRIBUTED_STARTUP_TIMEOUT``).
+
+    Raises:
+        GroupFailure: an earlier group of this process lost ranks ([`broken_group`][]).
     """
 
     def __init__(
         self, device: str, timeout: float, *, startup_timeout: float = DEFAULT_STARTUP_TIMEOUT
     ) -> None:
+        if _BROKEN is not None:
+            raise _BROKEN
         self.device = device
         self.world_size = dist.get_world_size()
         self.rank = dist.get_rank()
@@ -78,19 +319,115 @@ class TorchrunGroup:
         self.startup_timeout = startup_timeout
         self.starts = 0
         self.startup_seconds: list[float] = []
-        self._inbox = _new_group(_INBOX_TIMEOUT, startup_timeout, "gloo")
-        self._outbox = _new_group(timedelta(seconds=2 * timeout + 10), startup_timeout, "gloo")
+        self._began = time.perf_counter()
+        self._calls = 0
+        self._reference = ""
+        self._sharding = ""
+        self._failure: GroupFailure | None = None
+        self._lock = threading.RLock()  # held by the main thread in each collective
+        self._liveness = _Liveness(
+            f"embedding_equivalence/{next(_GENERATIONS)}", self.rank, self.world_size
+        )
+        self._groups: list[dist.ProcessGroup] = []
+        self._inbox = self._add(_new_group(_INBOX_TIMEOUT, startup_timeout, "gloo"))
+        self._outbox = self._add(
+            _new_group(timedelta(seconds=2 * timeout + 10), startup_timeout, "gloo")
+        )
         self._stale = False
-        self._hung = False
         self.mesh = self._new_mesh()
+        # The first start counts the three groups (and the liveness keys), not the mesh alone.
+        self.startup_seconds[0] = time.perf_counter() - self._began
+        self._liveness.on_lost = self._lost_between_collectives
+        self._liveness.start()
+
+    def _add(self, group: dist.ProcessGroup) -> dist.ProcessGroup:
+        self._groups.append(group)
+        return group
 
     def _new_mesh(self) -> DeviceMesh:
         start = time.perf_counter()
-        group = _new_group(timedelta(seconds=self.timeout), self.startup_timeout)
+        group = self._add(_new_group(timedelta(seconds=self.timeout), self.startup_timeout))
         mesh = DeviceMesh.from_group(group, self.device)
         self.starts += 1
         self.startup_seconds.append(time.perf_counter() - start)
         return mesh
+
+    # --- failures --------------------------------------------------------------------------
+
+    def _collective(self, doing: str, op: Callable[[], _T]) -> _T:
+        """Run ``op`` (collectives on the verifier's groups); a failure breaks the group.
+
+        Raises:
+            GroupFailure: ``op`` failed, or the group broke before (it names the lost ranks).
+        """
+        with self._lock:
+            if self._failure is not None:
+                raise self._failure
+            try:
+                return op()
+            except RuntimeError as exc:
+                raise self._break(doing, exc) from exc
+
+    def _close(self) -> None:
+        """Destroy the verifier's groups: their connections close, so waiting peers wake."""
+        groups, self._groups = self._groups, []
+        for group in groups:
+            with contextlib.suppress(Exception):
+                dist.destroy_process_group(group)
+        del groups
+        self.mesh = None  # type: ignore[assignment]
+        gc.collect()  # the groups' last references: their sockets close with them
+
+    def _break(self, doing: str, exc: BaseException | None) -> GroupFailure:
+        """Close the groups, name the lost ranks, and remember the failure for what follows."""
+        global _BROKEN
+        self._close()
+        lost = self._liveness.lost()
+        self._liveness.stop()
+        if lost:
+            message = (
+                f"lost {self._liveness.describe(lost)}: they left the group while rank "
+                f"{self.rank} ({self._liveness.me.node}) was {doing}; the verifier closed its "
+                f"groups and ended the run (torchrun does not bring lost ranks back: restart "
+                f"the job)"
+            )
+            failure = GroupFailure(message, lost, "lost")
+            _BROKEN = failure
+        elif self.rank == 0:
+            failure = GroupFailure(
+                f"a rank did not report within {2 * self.timeout + 10:g} s (it hangs, or "
+                f"waits on a rank that hangs); the verifier closed its groups, so the other "
+                f"ranks return this report, and the hung rank stays until torchrun or you stop "
+                f"it: {exc}",
+                [],
+                "hung",
+            )
+        else:
+            failure = GroupFailure(
+                f"rank {self.rank} ({self._liveness.me.node}) lost its connection to the "
+                f"group while {doing}, and no rank is gone: {exc}",
+                [],
+                "hung",
+            )
+        self._failure = failure
+        return failure
+
+    def _lost_between_collectives(self) -> None:
+        """The heartbeat found lost ranks: close the groups unless a collective is running.
+
+        A collective running here ends by itself (its connection to the lost rank closes, or
+        the peers that notice close theirs); between collectives (rank 0 judging or drawing)
+        nothing would tell the ranks that wait on this one.
+        """
+        if not self._lock.acquire(blocking=False):
+            return
+        try:
+            if self._failure is None:
+                self._break("between two calls", None)
+        finally:
+            self._lock.release()
+
+    # --- rank 0 ----------------------------------------------------------------------------
 
     def _exchange(self, reference: str, call: Call, sharding: str) -> list[Any]:
         outcome = run_on_rank(reference, call, sharding, device=self.device, mesh=self.mesh)
@@ -105,54 +442,114 @@ class TorchrunGroup:
             One outcome a rank, the ranks that raised first (earliest first).
 
         Raises:
-            GroupFailure: a rank did not report (it hangs, or waits on a hung rank).
+            GroupFailure: a rank did not report (it hangs, or waits on a hung rank), or ranks
+                were lost (it names them and their node).
         """
         message: list[Any] = [("run", reference, call, sharding, self._stale)]
-        dist.broadcast_object_list(message, src=0, group=self._inbox)
-        if self._stale:
-            self.mesh = self._new_mesh()
-        try:
-            gathered = self._exchange(reference, call, sharding)
-        except RuntimeError as exc:
-            self._hung = True
-            raise GroupFailure(
-                f"a rank did not report within {2 * self.timeout + 10:g} s (it hangs, or "
-                f"waits on a rank that hangs); under torchrun the hung rank stays hung until "
-                f"torchrun or you stop it: {exc}",
-                [],
-                "hung",
-            ) from exc
-        outcomes: list[Outcome] = gathered
+
+        def one_call() -> list[Any]:
+            dist.broadcast_object_list(message, src=0, group=self._inbox)
+            if self._stale:
+                self.mesh = self._new_mesh()
+            return self._exchange(reference, call, sharding)
+
+        outcomes: list[Outcome] = self._collective("running a call", one_call)
+        self._calls += 1
         # Ranks that all refused the call alike (bad input, an unsupported option) left no
         # collective half done; any other error may have: build a fresh work group.
         errors = {repr(o.error) for o in outcomes}
         self._stale = errors != {"None"} and len(errors) > 1
         return sorted(outcomes, key=lambda o: (o.error is None, o.seconds, o.rank or 0))
 
-    def serve(self) -> Any:
-        """Ranks other than 0: run the calls rank 0 broadcasts; return its final report."""
-        while True:
+    def finish(self, report: VerificationReport) -> None:
+        """Rank 0: send every rank the report.
+
+        After a failure of the group (its groups closed), the report goes into the store,
+        where the serving ranks that survive pick it up.
+        """
+        with self._lock:
+            if self._failure is None:
+                try:
+                    dist.broadcast_object_list([("report", report)], src=0, group=self._inbox)
+                    dist.barrier(group=self._outbox)  # every rank holds the report
+                except RuntimeError as exc:
+                    self._break("sending the report", exc)
+            if self._failure is not None:
+                with contextlib.suppress(Exception):
+                    self._liveness.store.set("report", pickle.dumps(report).hex())
+            self._end()
+
+    def _end(self) -> None:
+        """Stop the heartbeat (after the last collective).
+
+        The groups of a run that ended well stay: destroying them would leave torch's DTensor
+        caches, which compare meshes by their ranks, pointing at a group that is gone.
+        """
+        self._liveness.stop()
+
+    # --- the other ranks -------------------------------------------------------------------
+
+    def serve(self) -> VerificationReport:
+        """Ranks other than 0: run the calls rank 0 broadcasts; return its final report.
+
+        When the group breaks, the report is rank 0's failing report if rank 0 survives,
+        else a failing report of this rank's own that names the lost ranks.
+        """
+
+        def next_message() -> Any:
             message: list[Any] = [None]
             dist.broadcast_object_list(message, src=0, group=self._inbox)
-            kind, *rest = message[0]
-            if kind == "report":
-                self._settle()
-                return rest[0]
-            reference, call, sharding, stale = rest
-            if stale:
-                self.mesh = self._new_mesh()
-            self._exchange(reference, call, sharding)
+            return message[0]
 
-    def finish(self, report: object) -> None:
-        """Rank 0: send every rank the report (not after a hang: the broadcast would wait on it)."""
-        if self._hung:
-            return
-        dist.broadcast_object_list([("report", report)], src=0, group=self._inbox)
-        self._settle()
+        try:
+            while True:
+                kind, *rest = self._collective("waiting for rank 0's next call", next_message)
+                if kind == "report":
+                    self._collective("confirming the report", self._confirm)
+                    self._end()
+                    return rest[0]
+                reference, call, sharding, stale = rest
+                self._reference, self._sharding = reference, sharding
+                self._collective(
+                    "running a call",
+                    functools.partial(self._serve, reference, call, sharding, stale),
+                )
+                self._calls += 1
+        except GroupFailure as failure:
+            return self._report_after(failure)
 
-    def _settle(self) -> None:
-        """Wait until every rank holds the report (a hung rank never will: go on without it)."""
-        if self._hung:
-            return
-        with contextlib.suppress(RuntimeError):
-            dist.barrier(group=self._outbox)
+    def _serve(self, reference: str, call: Call, sharding: str, stale: bool) -> None:
+        """One call on a serving rank: a fresh work group if rank 0 asks, then the call."""
+        if stale:
+            self.mesh = self._new_mesh()
+        self._exchange(reference, call, sharding)
+
+    def _confirm(self) -> None:
+        """Tell rank 0 that this rank holds the report."""
+        dist.barrier(group=self._outbox)
+
+    def _report_after(self, failure: GroupFailure) -> VerificationReport:
+        """Rank 0's report from the store, or this rank's own when rank 0 is gone."""
+        self._end()
+        if 0 not in failure.ranks and not self._liveness.store_lost:
+            with contextlib.suppress(Exception):
+                self._liveness.store.wait(["report"], timedelta(seconds=_REPORT_WAIT))
+                raw = self._liveness.store.get("report")
+                report: VerificationReport = pickle.loads(bytes.fromhex(raw.decode()))
+                return report
+        name = candidate_name(load_candidate(self._reference)) if self._reference else "?"
+        return VerificationReport(
+            candidate=name,
+            passed=False,
+            examples=self._calls,
+            counterexample=None,
+            failure=f"{failure} (rank {self.rank}'s own report: rank 0 did not send one)",
+            worst_error=0.0,
+            seed=0,
+            elapsed=time.perf_counter() - self._began,
+            devices=(self.device,),
+            sharding=self._sharding or None,
+            world_size=self.world_size,
+            group_starts=self.starts,
+            startup_seconds=tuple(round(s, 3) for s in self.startup_seconds),
+        )

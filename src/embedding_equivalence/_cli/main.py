@@ -270,11 +270,6 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 f"{job.target.name} [{','.join(job.options) or '-'}] {job.device}-{dtype_text}"
             )
             cell = cell_name(job.target.name, job.options, job.device, dtype_text)
-            sizes: dict[str, Any] = {
-                "vocab_sizes": args.vocab_sizes,
-                "embedding_dims": args.embedding_dims,
-            }
-            sizes["num_ids"] = args.num_ids
             if args.scheme is not None:  # a quantized table: no options, forward only
                 verify: Callable[..., ee.VerificationReport] = functools.partial(
                     ee.verify_quantized_embedding, scheme=args.scheme, symmetric=args.symmetric
@@ -293,7 +288,7 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                     max_examples=job.max_examples,
                     seed=cell_seed(run_seed, cell),
                     boundaries=job.boundaries,
-                    **sizes,
+                    **_sizes(args),
                 )
             except InvalidArgument as exc:  # a size that does not fit, refused before drawing
                 raise UsageError(str(exc)) from None
@@ -389,12 +384,9 @@ def _replay_flags(args: argparse.Namespace) -> list[str]:
     for flag, value in (("--candidate", args.candidate), ("--scheme", args.scheme)):
         if value is not None:
             flags += [flag, value]
-    knobs = (("--vocab-sizes", args.vocab_sizes), ("--embedding-dims", args.embedding_dims))
-    for flag, value in knobs:
+    for flag, value in zip(_SIZE_FLAGS, _sizes(args).values(), strict=True):
         if value is not None:
             flags += [flag, _size_text(value)]
-    if args.num_ids is not None:
-        flags += ["--num-ids", _size_text(args.num_ids)]
     for flag, on in (
         ("--bag", args.bag),
         ("--symmetric", args.symmetric),
@@ -404,6 +396,16 @@ def _replay_flags(args: argparse.Namespace) -> list[str]:
         if on:
             flags.append(flag)
     return flags
+
+
+#: The size knobs' flags, in the order of the verifiers' keywords (see [`_sizes`][]).
+_SIZE_FLAGS = ("--vocab-sizes", "--embedding-dims", "--num-ids")
+
+
+def _sizes(args: argparse.Namespace) -> dict[str, Any]:
+    """The size knobs of the command line, as the verifiers' keywords."""
+    return {"vocab_sizes": args.vocab_sizes, "embedding_dims": args.embedding_dims,
+            "num_ids": args.num_ids}  # fmt: skip
 
 
 def _size_text(value: int | tuple[int, int]) -> str:
@@ -495,10 +497,7 @@ def _verify_sharded(
             max_examples=args.max_examples, backward=not args.forward_only, seed=args.seed,
             json_path=args.json, out=out, err=err, boundaries=not args.no_boundaries,
             only=None if only is None else only[0],
-            sizes={
-                "vocab_sizes": args.vocab_sizes, "embedding_dims": args.embedding_dims,
-                "num_ids": args.num_ids,
-            },
+            sizes=_sizes(args),
             replay_flags=[
                 *_replay_flags(args), *_budget_flags(args.max_examples, not args.no_boundaries)
             ],
@@ -610,8 +609,7 @@ def _build_parser() -> _Parser:
         default=DEFAULT_CLI_EXAMPLES,
         help=f"examples per table cell (default {DEFAULT_CLI_EXAMPLES})",
     )
-    sizes = [("--vocab-sizes", "V"), ("--embedding-dims", "D"), ("--num-ids", "N, ids a call")]
-    for flag, what in sizes:
+    for flag, what in zip(_SIZE_FLAGS, ("V", "D", "N, ids a call"), strict=True):
         v.add_argument(
             flag, type=_size, metavar="N|LO:HI", help=f"{what}: a value or a range (default: drawn)"
         )

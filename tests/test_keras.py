@@ -8,9 +8,9 @@ pins the difference, most of them with the minimal example that Hypothesis shrin
 
 The module runs unchanged on another Keras backend. Keras reads ``KERAS_BACKEND`` once per
 process, so ``test_the_properties_on_another_backend`` reruns the module in a subprocess with
-``KERAS_BACKEND=tensorflow`` (the ``tensorflow`` extra, part of ``dev``: CI runs both, in one
-``pytest`` call); the tests of torch-backend behaviour skip themselves there, and the rerun
-checks that nothing else did.
+``KERAS_BACKEND=tensorflow`` and again with ``KERAS_BACKEND=jax`` (the ``tensorflow`` and
+``jax`` extras, part of ``dev``: CI runs all three, in one ``pytest`` call); the tests of one
+backend's behaviour skip themselves on the others, and the rerun checks that nothing else did.
 """
 
 from __future__ import annotations
@@ -58,6 +58,13 @@ if os.environ["KERAS_BACKEND"] == "tensorflow" and "triton" not in sys.modules:
     # needs Triton. Importing Triton first would load, but its lazily bound calls could still
     # resolve into TensorFlow's LLVM later.
     sys.modules["triton"] = None  # type: ignore[assignment]  # `import triton` raises
+if os.environ["KERAS_BACKEND"] == "jax":
+    # Without jax_enable_x64, JAX stores every float64 array as float32 (with a UserWarning):
+    # the float64 properties need it on, as a user who wants float64 on JAX must. The
+    # TensorFlow / Keras page shows what the default configuration does instead.
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
 keras = pytest.importorskip(
     "keras", minversion="3", reason="needs Keras 3: pip install 'embedding-equivalence[keras]'"
 )
@@ -70,6 +77,15 @@ TORCH_BACKEND_ONLY = pytest.mark.skipif(
     BACKEND != "torch", reason=f"pins the torch backend's behaviour; this run uses {BACKEND}"
 )
 # A search, not a property: derandomized so the minimal example is the same on every run.
+#: A rerun's budget: EMBEDDING_KERAS_MAX_EXAMPLES caps the profile's examples per property.
+RERUN_BUDGET = os.environ.get("EMBEDDING_KERAS_MAX_EXAMPLES")
+if RERUN_BUDGET is not None:
+    settings.register_profile(
+        "keras-rerun",
+        parent=settings(),  # the profile loaded so far
+        max_examples=min(int(RERUN_BUDGET), settings().max_examples),
+    )
+    settings.load_profile("keras-rerun")
 SEARCH = settings(settings.default, database=None, derandomize=True, max_examples=500)
 DTYPES = [pytest.param(torch.float32, id="float32"), pytest.param(torch.float64, id="float64")]
 # Keras' get_weights() calls np.array() on the torch backend's tensors; numpy 2 warns that
@@ -100,7 +116,11 @@ def to_torch(x: Any) -> torch.Tensor:
         # Not convert_to_numpy: it calls np.array on an EagerTensor, whose __array__ takes no
         # copy= keyword, which numpy 2 warns about; .numpy() gives the same array.
         return torch.from_numpy(np.array(keras.ops.convert_to_tensor(x).numpy(), copy=True))
-    return torch.from_numpy(np.array(keras.ops.convert_to_numpy(x), copy=True))
+    # A JAX Variable's __array__ has the same defect; its value (a jax.Array) has not.
+    value = keras.ops.convert_to_tensor(x)
+    if keras.backend.standardize_dtype(value.dtype) == "bfloat16":  # numpy has no bfloat16
+        return to_torch(keras.ops.cast(value, "float32")).to(torch.bfloat16)
+    return torch.from_numpy(np.array(keras.ops.convert_to_numpy(value), copy=True))
 
 
 def assignable(t: torch.Tensor) -> Any:
@@ -142,13 +162,17 @@ def forward_backward(
     """``out = layer(inputs)`` and the gradient of ``<out, grad_output>`` w.r.t. ``variable``.
 
     The torch backend's variables are ``nn.Parameter``s, so torch autograd backpropagates
-    through the Keras layer; on TensorFlow a ``GradientTape`` does the same.
+    through the Keras layer; on TensorFlow a ``GradientTape`` does the same, and on JAX
+    ``jax.vjp`` of the layer's call with the variable's value swapped in by a
+    ``keras.StatelessScope`` (the call still goes through ``Layer.__call__``, whose autocast
+    reads a float32 variable as float16 under ``mixed_float16``, as in a model's step).
     """
     if BACKEND == "torch":
         param = variable.value
         param.grad = None
         out = layer(inputs)
         out.backward(grad_output.reshape(out.shape).to(out.device, out.dtype))
+        assert param.grad is not None
         return out.detach().cpu(), param.grad.detach().cpu()
     if BACKEND == "tensorflow":
         import tensorflow as tf
@@ -156,14 +180,29 @@ def forward_backward(
         with tf.GradientTape() as tape:
             out = layer(inputs)
         upstream = tf.reshape(tf.convert_to_tensor(grad_output.numpy(), dtype=out.dtype), out.shape)
-        (grad,) = tape.gradient(out, [variable], output_gradients=upstream)
+        (grad,) = tape.gradient(out, [variable], output_gradients=[upstream])
         return to_torch(out), to_torch(tf.convert_to_tensor(grad))
-    pytest.skip(f"gradients through Keras are taken with torch or tensorflow here, not {BACKEND}")
+    if BACKEND == "jax":
+        import jax
+        import jax.numpy as jnp
+
+        def call(value: Any) -> Any:
+            with keras.StatelessScope(state_mapping=[(variable, value)]):
+                return layer(inputs)
+
+        out, vjp = jax.vjp(call, variable.value)
+        upstream = jnp.asarray(grad_output.numpy(), dtype=out.dtype).reshape(out.shape)
+        (grad,) = vjp(upstream)
+        return to_torch(out), to_torch(grad)
+    pytest.fail(f"no gradient through Keras on the {BACKEND} backend here")
 
 
 def dense_result_dtype(dtype: torch.dtype) -> torch.dtype:
-    """Keras maps float64 to float32 in type promotion on every backend but TensorFlow."""
-    return torch.float32 if dtype == torch.float64 and BACKEND != "tensorflow" else dtype
+    """The torch backend's matmul maps float64 to float32 (Keras' type promotion).
+
+    TensorFlow's matmul and JAX's (``jnp.matmul``, with x64 on) multiply in float64.
+    """
+    return torch.float32 if dtype == torch.float64 and BACKEND == "torch" else dtype
 
 
 def grad_error(
@@ -214,9 +253,9 @@ def assert_grad_within_bound(
 def test_embedding_and_dense_on_one_hot_are_the_lookup(dtype: torch.dtype) -> None:
     """Forward bit for bit, gradients within the derived bound, for both Keras layers.
 
-    The Dense layer's float64 case is float32 on every backend but TensorFlow (Keras' type
-    promotion maps float64 to float32): then it returns the float64 row rounded to float32 and
-    sums its gradient in float32, which the float32 bound covers.
+    The Dense layer's float64 case is float32 on the torch backend (Keras' type promotion
+    maps float64 to float32): there it returns the float64 row rounded to float32 and sums its
+    gradient in float32, which the float32 bound covers.
     """
 
     @given(case=ees.embedding_cases(dtype=dtype, device="cpu"))
@@ -288,7 +327,9 @@ def test_mixed_float16_sums_a_repeated_ids_gradients_in_the_backends_precision()
     assert torch.equal(grad, expected.reshape(1, 1))
 
 
-@TORCH_BACKEND_ONLY  # on TensorFlow no case misses it: the sum is taken in float32
+@pytest.mark.skipif(  # on TensorFlow no case misses it: the sum is taken in float32
+    BACKEND == "tensorflow", reason="TensorFlow sums in float32; this run uses tensorflow"
+)
 def test_mixed_float16_gradient_is_not_float32_accurate() -> None:
     """The minimal case where the mixed-precision Embedding's gradient misses the float32 bound.
 
@@ -318,8 +359,8 @@ def test_mixed_float16_gradient_is_not_float32_accurate() -> None:
     assert torch.equal(grad, (g[0] + g[1]).to(torch.float32).reshape(1, 1))
 
 
-def test_float64_dense_returns_float32_except_on_tensorflow() -> None:
-    """keras-team/keras#23704: on torch (and JAX) a float64 ``Dense`` rounds to float32."""
+def test_float64_dense_returns_float32_on_torch() -> None:
+    """keras-team/keras#23704: on the torch backend a float64 ``Dense`` rounds to float32."""
     table = torch.tensor([[0.1]], dtype=torch.float64)
     embedding, dense = keras_pair(table, "float64")
     ids = torch.tensor([0])
@@ -328,12 +369,12 @@ def test_float64_dense_returns_float32_except_on_tensorflow() -> None:
     assert out.item() == 0.1
     out_d = to_torch(dense(one_hot_input(ids, 1)))
     assert to_torch(dense.kernel).dtype == torch.float64
-    if BACKEND == "tensorflow":
-        assert out_d.dtype == torch.float64
-        assert out_d.item() == 0.1
-    else:
+    if BACKEND == "torch":
         assert out_d.dtype == torch.float32
         assert out_d.item() == float(np.float32(0.1)) != 0.1
+    else:
+        assert out_d.dtype == torch.float64
+        assert out_d.item() == 0.1
 
 
 def test_default_policy_rounds_a_float64_table() -> None:
@@ -369,7 +410,8 @@ def test_ids_torch_refuses(case: ees.EmbeddingCase) -> None:
 
     - ``-V <= id < 0``: Keras' Embedding reads ``W[id + V]``; its ``one_hot`` is all zeros, so
       Dense returns a zero row.
-    - ``id < -V`` or ``id >= V``: Keras raises too.
+    - ``id < -V`` or ``id >= V``: Keras raises too, but on JAX, whose ``jnp.take`` returns a
+      row of NaN there (its "fill" mode); ``one_hot`` is a zero row on JAX and TensorFlow.
     - floating ids: Keras' Embedding casts them to int32 and looks them up.
     """
     ids, table = case.build(requires_grad=False)
@@ -382,7 +424,18 @@ def test_ids_torch_refuses(case: ees.EmbeddingCase) -> None:
         out = to_torch(embedding(to_backend(ids)))
         assert torch.equal(out, ee.lookup_embedding(ids.long(), table))
         return
-    if bool(((ids < -v) | (ids >= v)).any()):
+    outside = (ids < -v) | (ids >= v)
+    if BACKEND == "jax":
+        wrapped = torch.where(ids < 0, ids + v, ids).clamp(0, v - 1)
+        expected = torch.where(outside[..., None], torch.nan, ee.lookup_embedding(wrapped, table))
+        out = to_torch(embedding(to_backend(ids)))
+        assert torch.equal(out.isnan(), expected.isnan())
+        assert torch.equal(out.nan_to_num(), expected.nan_to_num())
+        out_d = to_torch(dense(one_hot_input(ids, v))).reshape(out.shape)
+        looked_up = ee.lookup_embedding(ids.clamp(0, v - 1), table)
+        assert torch.equal(out_d, torch.where(((ids < 0) | outside)[..., None], 0.0, looked_up))
+        return
+    if bool(outside.any()):
         with pytest.raises(Exception) as info:  # noqa: PT011 - the type depends on the backend
             embedding(to_backend(ids))
         if BACKEND == "torch":
@@ -426,17 +479,67 @@ def test_minimal_negative_id() -> None:
         ee.lookup_embedding(ids, table)
 
 
-@TORCH_BACKEND_ONLY
+#: What each backend's Embedding does with an id past either end of the table.
+OUT_OF_RANGE_LOOKUP = {"torch": "IndexError", "tensorflow": "InvalidArgumentError", "jax": "NaN"}
+
+
 @pytest.mark.parametrize("bad_id", [pytest.param(3, id="V"), pytest.param(-4, id="-V-1")])
-def test_ids_out_of_both_ranges_raise(bad_id: int) -> None:
-    embedding, _ = keras_pair(torch.eye(3), "float32")
-    with pytest.raises(IndexError, match="index out of range"):
-        embedding(torch.tensor([bad_id]))
-    if bad_id >= 0:
+def test_ids_out_of_both_ranges(bad_id: int) -> None:
+    """Past either end: torch and TensorFlow raise, JAX returns NaN; ``one_hot`` is zeros.
+
+    Except torch's ``one_hot``, which raises for an id of ``V`` or more.
+    """
+    table = ramp(3, 2)
+    embedding, _ = keras_pair(table, "float32")
+    ids = to_backend(torch.tensor([bad_id]))
+    if OUT_OF_RANGE_LOOKUP[BACKEND] == "NaN":
+        assert to_torch(embedding(ids)).isnan().all()
+    else:
+        with pytest.raises(Exception) as info:  # noqa: PT011 - the type depends on the backend
+            embedding(ids)
+        assert info.type.__name__ == OUT_OF_RANGE_LOOKUP[BACKEND]
+    if BACKEND == "torch" and bad_id >= 0:
         with pytest.raises(RuntimeError, match="Class values must be smaller than num_classes"):
-            keras.ops.one_hot(torch.tensor([bad_id]), 3)
-    else:  # one_hot maps every negative id to a zero row
-        assert not keras.ops.one_hot(torch.tensor([bad_id]), 3).any()
+            keras.ops.one_hot(ids, 3)
+    else:  # every other one_hot maps an id outside [0, V) to a zero row
+        assert not to_torch(keras.ops.one_hot(ids, 3)).any()
+
+
+def test_the_keras_page_measures_what_these_tests_pin(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Keras page's side-by-side table, measured on this run's backend, agrees with the pins.
+
+    The page runs ``docs/_scripts/keras_backends.py`` in a process per backend; here its
+    measurement runs in this process, on the backend this run uses (JAX with x64 on).
+    """
+    spec = importlib.util.spec_from_file_location(
+        "keras_backends", ROOT / "docs" / "_scripts" / "keras_backends.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    page = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, page)  # its dataclass looks its module up
+    spec.loader.exec_module(page)
+    result = page.measure()
+    lookup = OUT_OF_RANGE_LOOKUP[BACKEND]
+    past_the_end = "a row of NaN" if lookup == "NaN" else f"raises `{lookup}`"
+    assert result["embedding"] == {
+        "V": past_the_end,
+        "-1": f"row {page.V - 1}",
+        "-V-1": past_the_end,
+    }
+    one_hot_past_the_end = "raises `RuntimeError`" if BACKEND == "torch" else "a zero row"
+    assert result["one_hot"] == {
+        "V": one_hot_past_the_end,
+        "-1": "a zero row",
+        "-V-1": "a zero row",
+    }
+    assert result["float64_embedding"]["out"] == "float64 (exact)"
+    dense = dtype_name(dense_result_dtype(torch.float64))
+    assert (
+        result["float64_dense"]["out"]
+        == f"{dense} ({'exact' if dense == 'float64' else 'rounded'})"
+    )
+    assert result["float64_dense"]["stored"] == "float64"
 
 
 @pytest.mark.parametrize(
@@ -760,7 +863,7 @@ def test_a_keras_variable_keeps_the_tensor_it_is_given() -> None:
 @TORCH_BACKEND_ONLY
 def test_helpers_share_no_storage() -> None:
     weight = _embedding().weight
-    layer = ki.embedding_to_keras(weight)
+    layer: Any = ki.embedding_to_keras(weight)  # its variable's value is a torch Parameter here
     back = ki.keras_embedding_to_torch(layer)
     pointers = {
         weight.untyped_storage().data_ptr(),
@@ -811,7 +914,8 @@ def test_conversions_draw_no_random_numbers() -> None:
     weight, linear = _embedding().weight, _linear()
 
     def state() -> tuple[Any, ...]:
-        return torch.random.get_rng_state(), random.getstate(), np.random.get_state()[1].copy()  # noqa: NPY002 - the legacy global state is what we check
+        legacy: Any = np.random.get_state()  # noqa: NPY002 - the legacy global state is what we check
+        return torch.random.get_rng_state(), random.getstate(), legacy[1].copy()
 
     before = state()
     layer = ki.embedding_to_keras(weight)
@@ -880,10 +984,14 @@ def test_importing_the_package_does_not_import_keras() -> None:
 # --------------------------------------------------------------------------------------------
 # The same module on other Keras backends
 
-#: The backends this module is rerun on besides torch, the main process's. Not JAX: its eager
-#: ops compile once per shape, so the module took 147 s there (20 s on TensorFlow), and JAX
-#: does not raise on out-of-range ids (it clamps them), which the id tests pin.
-OTHER_BACKENDS = ["tensorflow"]
+#: The backends this module is rerun on besides torch, the main process's, each with the
+#: environment its rerun adds. JAX's eager ops compile once per shape, so a property costs
+#: about a compilation per example there: its rerun draws 10 examples a property (the dev
+#: profile's budget, derandomized under CI), which keeps it near TensorFlow's.
+OTHER_BACKENDS: dict[str, dict[str, str]] = {
+    "tensorflow": {"TF_CPP_MIN_LOG_LEVEL": "3"},
+    "jax": {"EMBEDDING_KERAS_MAX_EXAMPLES": "10"},
+}
 #: Seconds a rerun may take; EMBEDDING_KERAS_BACKEND_TIMEOUT raises it on a slow machine.
 BACKEND_TIMEOUT = float(os.environ.get("EMBEDDING_KERAS_BACKEND_TIMEOUT", "600"))
 
@@ -891,8 +999,8 @@ BACKEND_TIMEOUT = float(os.environ.get("EMBEDDING_KERAS_BACKEND_TIMEOUT", "600")
 def _backend_param(name: str) -> Any:
     """A row per backend: skipped where it is not installed, except under CI.
 
-    CI installs the ``dev`` extra, which includes the ``tensorflow`` extra: there a missing
-    backend fails the test instead of skipping it unseen.
+    CI installs the ``dev`` extra, which includes the ``tensorflow`` and ``jax`` extras: there
+    a missing backend fails the test instead of skipping it unseen.
     """
     missing = importlib.util.find_spec(name) is None
     reason = f"{name} not installed: pip install 'embedding-equivalence[{name}]'"
@@ -924,8 +1032,8 @@ def test_the_properties_on_another_backend(backend: str, tmp_path: Path) -> None
         f"pip install 'embedding-equivalence[{backend}]'"
     )
     report = tmp_path / "report.xml"
-    env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    # One process (-n 0): the rerun is one module, and TensorFlow once is enough memory.
+    env = {**os.environ, "KERAS_BACKEND": backend, **OTHER_BACKENDS[backend]}
+    # One process (-n 0): the rerun is one module, and one backend once is enough memory.
     command = [sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider", "-n", "0"]
     # A hung test dumps every thread's stack before the parent's timeout kills the child.
     command += [f"--junitxml={report}", "-o", f"faulthandler_timeout={BACKEND_TIMEOUT - 30:.0f}"]

@@ -26,12 +26,14 @@ it the functions raise `ImportError` naming the extra to install
 (``table_to_dense_kernel`` and friends) need torch alone.
 
 **Where Keras and torch differ** (each found and pinned by ``tests/test_keras.py``, which
-runs on Keras' torch backend and again on TensorFlow):
+runs on Keras' torch backend and again on TensorFlow and on JAX):
 
 - A negative id ``-V <= i < 0`` is read from the end of the table by Keras' ``Embedding``
   (``ops.take``'s "fill" convention: ``W[i + V]``), is an all-zero row in Keras' ``one_hot``
   (so ``Dense`` returns zeros), and raises `IndexError` in torch. Below ``-V`` and at
-  ``V`` or above, Keras' torch backend raises too.
+  ``V`` or above, Keras' torch and TensorFlow backends raise too; JAX returns a row of NaN
+  (``jnp.take``'s "fill" mode), and every backend's ``one_hot`` but torch's (which raises
+  at ``V`` or above) gives an all-zero row.
 - Keras' ``Embedding`` casts floating ids (and int8/int16/uint8 ids) to int32, truncating
   ``2.7`` to ``2``; torch refuses them.
 - ``mask_zero=True`` is not ``padding_idx=0``: it only attaches a mask (``ids != 0``) for the
@@ -41,10 +43,12 @@ runs on Keras' torch backend and again on TensorFlow):
 - Keras' layers default to the ``float32`` policy whatever the table's dtype; loading a float64
   table into ``keras.layers.Embedding(V, D)`` rounds it. ``embedding_to_keras`` uses the
   table's dtype unless told otherwise.
-- On every backend but TensorFlow, Keras' type promotion maps float64 to float32 (to match
-  JAX), so ``Dense(dtype="float64")`` returns **float32**: the float64 row rounded, and a
-  gradient summed in float32 (keras-team/keras#23704). ``Embedding(dtype="float64")``
-  stays float64.
+- On the torch backend, Keras' type promotion maps float64 to float32 (to match JAX's
+  default), so ``Dense(dtype="float64")`` returns **float32**: the float64 row rounded, and a
+  gradient summed in float32 (keras-team/keras#23704); TensorFlow and JAX multiply in
+  float64. ``Embedding(dtype="float64")`` stays float64 on all three, except on JAX without
+  ``jax_enable_x64`` (``JAX_ENABLE_X64=1``), where JAX stores every float64 array as float32
+  (with a `UserWarning`): both layers return float32, and a round trip returns float32.
 - Under ``mixed_float16`` both layers keep float32 variables and return float16, equal to
   the float32 row rounded to float16; their gradients are float16-accurate: the Embedding looks
   up in a float16 copy of the table, the Dense accumulates in float32 and rounds the result to
@@ -129,13 +133,16 @@ def _to_torch(keras_: ModuleType, value: Any) -> torch.Tensor:
 def _to_numpy(keras_: ModuleType, value: Any) -> Any:
     """A numpy array of a Keras variable or tensor on a backend other than torch.
 
-    On TensorFlow, ``keras.ops.convert_to_numpy`` calls ``np.array`` on an ``EagerTensor``,
-    whose ``__array__`` takes no ``copy=`` keyword, and numpy 2 warns about it
-    (`DeprecationWarning`); ``EagerTensor.numpy()`` gives the same array without the warning.
+    ``keras.ops.convert_to_numpy`` calls ``np.array`` on what it is given, and numpy 2 warns
+    (`DeprecationWarning`) when that object's ``__array__`` takes no ``copy=`` keyword: a
+    TensorFlow ``EagerTensor``'s, and a Keras ``Variable``'s on JAX. ``EagerTensor.numpy()``
+    gives the same array without the warning; on JAX the variable's value (a ``jax.Array``)
+    converts cleanly.
     """
+    tensor = keras_.ops.convert_to_tensor(value)
     if keras_.backend.backend() == "tensorflow":
-        return keras_.ops.convert_to_tensor(value).numpy()
-    return keras_.ops.convert_to_numpy(value)
+        return tensor.numpy()
+    return keras_.ops.convert_to_numpy(tensor)
 
 
 def _to_keras(keras_: ModuleType, tensor: torch.Tensor) -> Any:
@@ -425,8 +432,8 @@ def keras_embedding_to_dense(layer: keras.layers.Embedding) -> keras.layers.Dens
 
     ``dense(keras.ops.one_hot(ids, input_dim))`` then equals ``layer(ids)``: the Keras form of
     ``embedding_to_linear``, with no transpose because Keras' kernel
-    is ``(in, out)``. The Dense layer gets the embedding's dtype policy; note that on every
-    backend but TensorFlow a float64 ``Dense`` returns float32 (see the module documentation).
+    is ``(in, out)``. The Dense layer gets the embedding's dtype policy; note that on the
+    torch backend a float64 ``Dense`` returns float32 (see the module documentation).
     ``mask_zero`` does not carry over.
 
     Args:

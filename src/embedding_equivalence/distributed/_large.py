@@ -301,9 +301,10 @@ def large_snippet(
     """A ``torchrun`` script that rebuilds ``case`` shard by shard and checks the candidate.
 
     Every rank draws only its own shard of the table (``table_rows``), calls the candidate,
-    and asserts that the output equals the referenced rows of the table; with ``backward``,
-    each rank asserts that its shard's gradient is zero off the referenced rows and prints the
-    referenced rows it holds, to compare with the verifier's message.
+    and asserts that the output equals the referenced rows of the table (without ``max_norm``);
+    with ``backward``, each rank asserts that its entries of the referenced rows' gradient lie
+    within the verifier's bound of the exact float64 sums (``gradient_error_bound`` on the ids
+    renumbered into those rows), and that its shard's gradient is zero off them.
     """
     dim = 0 if sharding == "vocab" else 1
     v, d = case.num_embeddings, case.embedding_dim
@@ -315,6 +316,8 @@ def large_snippet(
         "from torch.distributed.device_mesh import init_device_mesh",
         "from torch.distributed.tensor import DTensor, Shard",
     ]
+    if backward and case.invalid is None:
+        lines.append("from embedding_equivalence.testing import gradient_error_bound")
     if preamble:
         lines.append(preamble.rstrip("\n"))
     lines += [
@@ -363,30 +366,52 @@ def large_snippet(
             f'f"rank {{rank}}: out differs from the table\'s rows"'
         )
     if backward:
+        padding = _positive(case.kwargs.get("padding_idx"), v)
+        scale = bool(case.kwargs.get("scale_grad_by_freq", False))
+        mine = "[k for k, i in enumerate(rows) if lo <= i < hi]" if dim == 0 else "range(len(rows))"
         lines += [
             "",
             case._embedding_case().grad_output_source(),
             "out.backward(grad_output)",
             "grad = weight.grad.to_local().cpu()",
+            "# The exact gradient of the referenced rows (each id's, and the padding row), and",
+            "# its bound: the verifier's, on the ids renumbered into those rows.",
+            f"rows = sorted(set(ids) | {{{padding}}})"
+            if padding is not None
+            else "rows = sorted(set(ids))",
+            "flat = torch.searchsorted(torch.tensor(rows), input.reshape(-1).long())",
+            f"g = grad_output.reshape(-1, {d}).double()",
+            f"exact = torch.zeros(len(rows), {d}, dtype=torch.float64).index_add_(0, flat, g)",
+        ]
+        if scale:
+            lines.append("exact /= torch.bincount(flat, minlength=len(rows)).clamp(min=1)[:, None]")
+        pad = "None"
+        if padding is not None:
+            lines.append(f"exact[rows.index({padding})] = 0.0")
+            pad = f"rows.index({padding})"
+        lines += [
+            f"bound = gradient_error_bound(flat, grad_output.reshape(-1, {d}), len(rows), "
+            f"{dtype_source(case.dtype)}, padding_idx={pad}, scale_grad_by_freq={scale})",
+            f"for k in {mine}:",
+            (
+                "    got, want, b = grad[rows[k] - lo].double(), exact[k], bound[k]"
+                if dim == 0
+                else "    got, want, b = grad[rows[k]].double(), exact[k, lo:hi], bound[k, lo:hi]"
+            ),
+            "    assert bool(((got - want).abs() <= b).all()), "
+            'f"rank {rank}: weight.grad[{rows[k]}] = {got}, exact {want} (bound {b})"',
         ]
         if dim == 0:
             lines += [
-                "mine = sorted(i for i in set(ids) if lo <= i < hi)",
                 "others = torch.ones(hi - lo, dtype=torch.bool)",
-                "others[[i - lo for i in mine]] = False",
+                "others[[i - lo for i in rows if lo <= i < hi]] = False",
             ]
         else:
-            lines += [
-                "mine = sorted(set(ids))",
-                f"others = torch.ones({v}, dtype=torch.bool)",
-                "others[mine] = False",
-            ]
-        lines += [
+            lines += [f"others = torch.ones({v}, dtype=torch.bool)", "others[rows] = False"]
+        lines.append(
             "assert not bool(grad[others].ne(0).any()), "
-            'f"rank {rank}: rows that no id references got a gradient"',
-            "for i in mine:",
-            f"    print(rank, i, grad[i - lo] if {dim} == 0 else grad[i])",
-        ]
+            'f"rank {rank}: rows that no id references got a gradient"'
+        )
     lines.append("dist.destroy_process_group()")
     return "\n".join(lines)
 

@@ -43,7 +43,7 @@ COLUMNS = [
     Column("torch", "torch", {}, "torch"),
     Column("TensorFlow", "tensorflow", {"TF_CPP_MIN_LOG_LEVEL": "3"}, "tensorflow"),
     Column("JAX", "jax", {}, "jax"),
-    Column("JAX, `JAX_ENABLE_X64=1`", "jax", {"JAX_ENABLE_X64": "1"}, "jax"),
+    Column("JAX with x64", "jax", {"JAX_ENABLE_X64": "1"}, "jax"),
 ]
 
 
@@ -196,7 +196,7 @@ def _dtype_cell(result: dict[str, Any] | None, layer: str, what: str) -> str:
 def side_by_side() -> str:
     """The Markdown table of the measurements, and a line naming the versions measured."""
     results = measure_all()
-    header = "| | " + " | ".join(column.title for column in COLUMNS) + " |"
+    header = "| Keras 3 | " + " | ".join(column.title for column in COLUMNS) + " |"
     rows = [header, "| --- " * (len(COLUMNS) + 1) + "|"]
 
     def row(label: str, cells: list[str]) -> None:

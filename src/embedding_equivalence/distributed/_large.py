@@ -269,7 +269,10 @@ class LargeShardedCase:
         input = self.ids.build()
         grad_output = self.grad_output() if backward else None
         if self.invalid is not None:  # out-of-range ids do not renumber: the ranks get them
-            stand_in = torch.empty((1, 1), dtype=self.dtype).expand(1, self.embedding_dim)
+            # The table's shape in messages, without its values (a stride-0 view of a zero).
+            stand_in = torch.zeros((1, 1), dtype=self.dtype).expand(
+                self.num_embeddings, self.embedding_dim
+            )
             return ShardedCall(input, stand_in, dict(self.kwargs), case=self, rows=())
         rows = self.referenced_rows()
         index = torch.tensor(rows, dtype=torch.int64)
@@ -496,7 +499,11 @@ def run_large_on_rank(
     v, d = case.num_embeddings, case.embedding_dim
     world, rank = mesh.size(), mesh.get_local_rank()
     lo, hi = shard_range(v if sharding_dim == 0 else d, world, rank)
-    local = case.table.shard(sharding_dim, world, rank).to(device)
+    if case.invalid is None:
+        local = case.table.shard(sharding_dim, world, rank).to(device)
+    else:  # the candidate must refuse the ids before it reads a value: none are drawn
+        shape = (hi - lo, d) if sharding_dim == 0 else (v, hi - lo)
+        local = torch.empty(shape, dtype=case.dtype, device=device)
     backward = call.grad_output is not None
     weight = DTensor.from_local(
         local, mesh, [Shard(sharding_dim)], run_check=False, shape=torch.Size((v, d)), stride=(d, 1)

@@ -122,6 +122,7 @@ def main() -> None:
         "backend": "gloo",
         "command": "python benchmarks/lost_node.py",
         "world": "2 launchers x 2 ranks",
+        "load_average_before": round(os.getloadavg()[0], 2),
         "startup": {rdzv: _startup(rdzv) for rdzv in ("static", "c10d")},
         "lost": {},
     }
@@ -131,6 +132,7 @@ def main() -> None:
         middle["report_seconds_all"] = [r["report_seconds"] for r in runs]
         middle["report_seconds"] = statistics.median(middle["report_seconds_all"])
         results["lost"][name] = middle
+    results["load_average_after"] = round(os.getloadavg()[0], 2)
     print(f"two launchers x 2 ranks on {results['machine']}, torch {results['torch']}, gloo")
     print(f"{'rendezvous':<11} {'launch to group s':>17} {'verifier groups s':>17} {'run s':>7}")
     for rdzv, s in results["startup"].items():

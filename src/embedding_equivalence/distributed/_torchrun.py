@@ -386,7 +386,7 @@ class TorchrunGroup:
         self._liveness.stop()
         if lost:
             message = (
-                f"lost {self._liveness.describe(lost)}: they left the group while rank "
+                f"lost {self._liveness.describe(lost)}: gone from the group while rank "
                 f"{self.rank} ({self._liveness.me.node}) was {doing}; the verifier closed its "
                 f"groups and ended the run (torchrun does not bring lost ranks back: restart "
                 f"the job)"

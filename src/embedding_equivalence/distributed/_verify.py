@@ -296,6 +296,15 @@ def verify_sharded_embedding(
     ends the run at once with a failing report that names it, with the end of its log (a hung
     rank's Python stacks included).
 
+    A table of at least 2**22 elements (through ``vocab_sizes`` and ``embedding_dims``) is
+    never built whole: each rank draws its own shard from the example's recipe and wraps it
+    with ``DTensor.from_local``, and sends back only the output and the rows of the gradient
+    (and of the table after ``max_norm``) that an id references, with the first row that no
+    id references yet got a gradient or was changed; the oracle and the bound are computed on
+    the referenced rows (see
+    [Tables that do not fit one rank](../sharded.md#tables-that-do-not-fit-one-rank)).
+    Drawing a shard of 1 GiB takes seconds: raise ``timeout`` for such tables.
+
     Args:
         candidate: the kernel, importable by the workers: a function defined at the top level
             of a module, or ``"module:function"``.
@@ -325,7 +334,10 @@ def verify_sharded_embedding(
             short or empty, up to 4,096 rows and 1,024 columns; ids at every shard edge; 0-d
             and empty ids; each combination of the options with ``padding_idx`` on a
             trailing rank's row; bad input at its edges on the CPU), the same under every
-            seed; see [Boundary examples](../verify.md#boundary-examples).
+            seed; see [Boundary examples](../verify.md#boundary-examples). When the size knobs
+            ask for a table built shard by shard, the examples at that size follow: the
+            sharded axis at its largest value and at the world's multiple next to it, with ids
+            at every shard edge.
 
     Returns:
         A [`VerificationReport`][embedding_equivalence.VerificationReport]; its ``sharding``,

@@ -258,6 +258,12 @@ def test_per_sample_weights_match_torch(
     index_dtype: torch.dtype,
     device: torch.device,
 ) -> None:
+    if device.type == "cuda" and float_dtype == torch.bfloat16:
+        pytest.skip(
+            "torch (2.11) has no bfloat16 per_sample_weights backward on CUDA "
+            "(NotImplementedError from _embedding_bag_per_sample_weights_backward_cuda): "
+            "no reference here, and lookup_embedding_bag runs that kernel"
+        )
     input = torch.tensor(ids, dtype=index_dtype, device=device)
     offs = None if offsets is None else torch.tensor(offsets, dtype=index_dtype, device=device)
     psw = ((torch.arange(input.numel()) % 4) - 1.5).reshape(input.shape).to(device, float_dtype)

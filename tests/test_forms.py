@@ -276,11 +276,16 @@ def test_max_norm_renormalizes_referenced_rows_like_f_embedding(
 ) -> None:
     weight = table(float_dtype, device)
     original = weight.clone()
-    reference_weight = weight.clone()
+    # The reference is F.embedding on the CPU: torch's CUDA renorm (2.11) leaves rows unchanged
+    # with norm_type=inf (benchmarks/cuda_renorm_probe.py).
+    reference_weight = weight.cpu().clone()
     ids = torch.tensor([[0, 5], [5, 2], [4, 0]], device=device)
     max_norm = 1.5
     out = form(ids, weight, max_norm=max_norm, norm_type=norm_type)
-    reference_out = F.embedding(ids, reference_weight, max_norm=max_norm, norm_type=norm_type)
+    reference_out = F.embedding(
+        ids.cpu(), reference_weight, max_norm=max_norm, norm_type=norm_type
+    ).to(device)
+    reference_weight = reference_weight.to(device)
     long_rows = [0, 4, 5]  # referenced, norm > 1.5 in every p-norm: rescaled
     short_row = 2  # referenced, (-0.5, -0.25, 0, 0.25) has norm <= 1.0 in every p-norm: kept
     unreferenced = [1, 3]  # row 1 = (-1.5, -1.25, -1, -0.75) is long, but not referenced

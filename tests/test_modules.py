@@ -142,23 +142,30 @@ def test_forward_and_gradient_equal_nn_embedding(
     options: dict[str, object], float_dtype: torch.dtype, device: torch.device
 ) -> None:
     embedding, matmul = seeded_pair(7, 6, 4, device=device, dtype=float_dtype, **options)
+    # Off the CPU with max_norm, the reference is nn.Embedding on the CPU: torch's CUDA renorm
+    # (2.11) leaves rows unchanged with norm_type=inf (benchmarks/cuda_renorm_probe.py). The
+    # renorm off the CPU takes the norms all at once, so the renormed rows are close, not equal.
+    renorm_elsewhere = device.type != "cpu" and "max_norm" in options
+    if renorm_elsewhere:
+        embedding = embedding.cpu()
     # Counts 1, 2 and 4 (and integer gradients): every sum and every 1/count is exact.
     ids = torch.tensor([[1, 4, 1, 2], [4, 4, 4, 5]], device=device)
     grad_out = torch.arange(8 * 4).reshape(2, 4, 4).to(device, float_dtype) % 9
     out = matmul(ids)
-    expected = embedding(ids)
+    expected = embedding(ids.to(embedding.weight.device))
     assert out.dtype == expected.dtype
-    assert torch.equal(out, expected)
     # max_norm renormalizes both tables in place in the same way.
-    if device.type == "cpu":
-        assert torch.equal(matmul.weight, embedding.weight)
+    if renorm_elsewhere:
+        torch.testing.assert_close(out.cpu(), expected)
+        torch.testing.assert_close(matmul.weight.cpu(), embedding.weight)
     else:
-        torch.testing.assert_close(matmul.weight, embedding.weight)
+        assert torch.equal(out, expected)
+        assert torch.equal(matmul.weight, embedding.weight)
     out.backward(grad_out)
-    expected.backward(grad_out)
+    expected.backward(grad_out.to(expected.device))
     assert matmul.weight.grad is not None
     assert embedding.weight.grad is not None
-    assert torch.equal(matmul.weight.grad, embedding.weight.grad)
+    assert torch.equal(matmul.weight.grad.cpu(), embedding.weight.grad.cpu())
 
 
 def test_training_step_matches_nn_embedding() -> None:

@@ -60,12 +60,13 @@ def bag(
     *,
     specials: tuple[tuple[int, int, float], ...] = (),
     invalid: str | None = None,
+    device: str = "cpu",
     **kwargs: Any,
 ) -> EmbeddingBagCase:
     """A bag case over 1-D ``ids`` and a ``(rows, 1)`` table drawn from seed 0."""
     return EmbeddingBagCase(
-        IdsRecipe(ids, (len(ids),)),
-        WeightRecipe(rows, 1, specials=specials),
+        IdsRecipe(ids, (len(ids),), device=device),
+        WeightRecipe(rows, 1, device=device, specials=specials),
         offsets,
         mode=mode,
         kwargs=kwargs,
@@ -122,6 +123,76 @@ MINIMAL: dict[str, tuple[Case, bool, Case]] = {
 }
 
 
+#: The CUDA entries' minimal cases (torch 2.11 on CUDA; benchmarks/cuda_renorm_probe.py). Their
+#: replays run where CUDA is selected; their predicates are checked everywhere.
+INF = {"max_norm": 1.0, "norm_type": math.inf}
+P2 = {"max_norm": 1.0, "norm_type": 2.0}
+CUDA_MINIMAL: dict[str, tuple[Case, bool, Case]] = {
+    # Row 0 is 1.5410 (seed 0): longer than max_norm in every norm.
+    "embedding-cuda-max-norm-inf": (
+        EmbeddingCase(IdsRecipe((0,), (1,), device="cuda"), WeightRecipe(1, 1, device="cuda"), INF),
+        False,
+        EmbeddingCase(IdsRecipe((0,), (1,), device="cuda"), WeightRecipe(1, 1, device="cuda"), P2),
+    ),
+    "bag-cuda-max-norm-inf": (
+        bag((0,), 1, (0,), "sum", device="cuda", max_norm=1.0, norm_type=math.inf),
+        False,
+        bag((0,), 1, (0,), "sum", device="cuda", max_norm=1.0, norm_type=2.0),
+    ),
+    "embedding-cuda-max-norm-strided": (
+        EmbeddingCase(
+            IdsRecipe((0,), (1,), device="cuda"),
+            WeightRecipe(2, 2, device="cuda", layout="transposed"),
+            P2,
+        ),
+        False,
+        EmbeddingCase(IdsRecipe((0,), (1,), device="cuda"), WeightRecipe(2, 2, device="cuda"), P2),
+    ),
+    "bag-cuda-max-norm-strided": (
+        EmbeddingBagCase(
+            IdsRecipe((0,), (1,), device="cuda"),
+            WeightRecipe(2, 2, device="cuda", layout="transposed"),
+            (0,),
+            mode="sum",
+            kwargs=P2,
+        ),
+        False,
+        EmbeddingBagCase(
+            IdsRecipe((0,), (1,), device="cuda"),
+            WeightRecipe(2, 2, device="cuda"),
+            (0,),
+            mode="sum",
+            kwargs=P2,
+        ),
+    ),
+    "bag-cuda-max-norm-no-ids": (
+        bag((), 1, (0,), "sum", device="cuda", max_norm=1.0, norm_type=2.0),
+        False,
+        bag((), 1, (0,), "sum", device="cuda"),
+    ),
+    "bag-cuda-bfloat16-backward": (
+        EmbeddingBagCase(
+            IdsRecipe((0,), (1,), device="cuda"),
+            WeightRecipe(1, 1, dtype=torch.bfloat16, device="cuda"),
+            (0,),
+            mode="max",
+        ),
+        True,
+        EmbeddingBagCase(
+            IdsRecipe((0,), (1,), device="cuda"),
+            WeightRecipe(1, 1, dtype=torch.bfloat16, device="cuda"),
+            (0,),
+            mode="sum",
+        ),
+    ),
+}
+MINIMAL.update(CUDA_MINIMAL)
+#: The entries as test parameters: the CUDA ones marked ``cuda`` (run where CUDA is selected).
+MINIMAL_IDS = [
+    pytest.param(i, id=i, marks=[pytest.mark.cuda] if i in CUDA_MINIMAL else []) for i in MINIMAL
+]
+
+
 def torch_function(case: Case) -> tuple[Callable[..., Any], Callable[..., Any]]:
     """Torch's own function for ``case`` and the oracle factory that judges it."""
     if isinstance(case, EmbeddingBagCase):
@@ -155,11 +226,26 @@ def test_entries_give_a_reference_and_the_versions_seen(defect: TorchDefect) -> 
     assert "\n" not in defect.summary
     issue = re.fullmatch(r"https://github\.com/pytorch/pytorch/issues/\d+", defect.reference)
     assert issue or "no pytorch/pytorch issue" in defect.reference
-    assert "2.13" in defect.affected
-    assert "CPU" in defect.affected
+    assert re.match(r"\d+\.\d+\.\d+\S* \((CPU|CUDA)\)$", defect.affected)
+    assert ("cuda" in defect.id) == ("CUDA" in defect.affected)
 
 
-@pytest.mark.parametrize("defect_id", list(MINIMAL))
+@pytest.mark.parametrize("defect_id", list(CUDA_MINIMAL))
+def test_a_cuda_entry_reads_the_device_and_the_trigger(defect_id: str) -> None:
+    """Checked on any machine: the predicate needs the case's recipe, not a GPU."""
+    case, backward, neighbour = CUDA_MINIMAL[defect_id]
+    predicate = DEFECTS[defect_id].predicate
+    assert predicate(case, backward)
+    assert not predicate(neighbour, backward)
+    on_cpu = dataclasses.replace(
+        case,
+        ids=dataclasses.replace(case.ids, device="cpu"),
+        weight=dataclasses.replace(case.weight, device="cpu"),
+    )
+    assert not predicate(on_cpu, backward)
+
+
+@pytest.mark.parametrize("defect_id", MINIMAL_IDS)
 def test_the_entry_is_named_on_its_minimal_case(defect_id: str) -> None:
     case, backward, _ = MINIMAL[defect_id]
     fn, _ = torch_function(case)
@@ -168,7 +254,7 @@ def test_the_entry_is_named_on_its_minimal_case(defect_id: str) -> None:
     assert torch_defect_behind(case, backward) is DEFECTS[defect_id]
 
 
-@pytest.mark.parametrize("defect_id", list(MINIMAL))
+@pytest.mark.parametrize("defect_id", MINIMAL_IDS)
 def test_torch_passes_the_case_without_the_trigger(defect_id: str) -> None:
     _, backward, neighbour = MINIMAL[defect_id]
     fn, _ = torch_function(neighbour)
@@ -177,7 +263,7 @@ def test_torch_passes_the_case_without_the_trigger(defect_id: str) -> None:
     assert torch_defect_behind(neighbour, backward) is None
 
 
-@pytest.mark.parametrize("defect_id", list(MINIMAL))
+@pytest.mark.parametrize("defect_id", MINIMAL_IDS)
 def test_without_the_backward_only_a_defect_of_the_forward_is_named(defect_id: str) -> None:
     case, _, _ = MINIMAL[defect_id]
     defect = DEFECTS[defect_id]
@@ -223,7 +309,7 @@ def test_a_plain_bug_is_not_torch() -> None:
     assert torch_defect_behind(case, True) is None
 
 
-@pytest.mark.parametrize("defect_id", list(MINIMAL))
+@pytest.mark.parametrize("defect_id", MINIMAL_IDS)
 def test_a_wrapper_of_torch_under_another_name_gets_the_defect(defect_id: str) -> None:
     case, backward, _ = MINIMAL[defect_id]
     fn, _ = torch_function(case)

@@ -58,6 +58,8 @@ Predicate = Callable[[Case, bool], bool]
 
 #: The versions seen affected: the torch this package's tests pin the defects on.
 _SEEN = "2.13.0 (CPU)"
+#: The versions seen affected by the CUDA defects (benchmarks/cuda_renorm_probe.py on an H200).
+_SEEN_CUDA = "2.11.0+cu130 (CUDA)"
 #: The reference of a defect no pytorch/pytorch issue is known for.
 _NO_ISSUE = "no pytorch/pytorch issue known to this package"
 #: The reference of a torch failure that matches no entry of the table.
@@ -193,15 +195,43 @@ def _decreasing_offsets(case: Case, backward: bool) -> bool:
     return any(b < a for a, b in itertools.pairwise(case.offsets))
 
 
+def _cuda_max_norm(case: Case) -> bool:
+    return case.weight.device.startswith("cuda") and case.kwargs.get("max_norm") is not None
+
+
+def _cuda_max_norm_inf(case: Case, backward: bool) -> bool:
+    return _cuda_max_norm(case) and case.kwargs.get("norm_type") == float("inf")
+
+
+def _cuda_max_norm_strided(case: Case, backward: bool) -> bool:
+    return _cuda_max_norm(case) and case.weight.layout != "contiguous"
+
+
+def _cuda_max_norm_no_ids(case: Case, backward: bool) -> bool:
+    return _cuda_max_norm(case) and not case.ids.values
+
+
+def _cuda_bfloat16_bag_backward(case: Case, backward: bool) -> bool:
+    return (
+        isinstance(case, EmbeddingBagCase)
+        and backward
+        and case.weight.device.startswith("cuda")
+        and case.weight.dtype == torch.bfloat16
+        and (case.mode == "max" or case.per_sample_weights_seed is not None)
+    )
+
+
 def _2d_input_without_columns(case: Case, backward: bool) -> bool:
     return (
         isinstance(case, EmbeddingBagCase) and len(case.ids.shape) == 2 and case.ids.shape[1] == 0
     )
 
 
-#: The defects of ``F.embedding`` and ``F.embedding_bag`` that a verification can reach, each
-#: pinned by a strict ``xfail`` in the package's tests (``tests/test_counterexamples.py``,
-#: ``tests/test_bag.py``, ``tests/test_properties_bag.py``). A case can have the shape of two;
+#: The defects of ``F.embedding`` and ``F.embedding_bag`` that a verification can reach. Those
+#: of the CPU are each pinned by a strict ``xfail`` in the package's tests
+#: (``tests/test_counterexamples.py``, ``tests/test_bag.py``, ``tests/test_properties_bag.py``);
+#: those of CUDA, last, by ``benchmarks/cuda_renorm_probe.py`` and a minimal case each in
+#: ``tests/test_torch_defects.py`` that runs where CUDA is. A case can have the shape of two;
 #: the first match wins, so they are in the order the engine judges a call: bad input accepted,
 #: then the forward, then the gradient. Left out: the double backward of ``F.embedding`` on
 #: empty ids (no verifier takes second derivatives), zero bags followed by ids under
@@ -262,6 +292,44 @@ TORCH_DEFECTS: tuple[TorchDefect, ...] = (
         reference=_issue(190063),
         kind="bag",
         predicate=_scale_grad_mixed_counts,
+    ),
+    # On CUDA (torch 2.11; benchmarks/cuda_renorm_probe.py compares each with the CPU).
+    *(
+        TorchDefect(
+            id=f"{kind}-cuda-max-norm-inf",
+            summary="on CUDA, max_norm with norm_type=inf leaves every row unchanged",
+            affected=_SEEN_CUDA,
+            kind=kind,
+            predicate=_cuda_max_norm_inf,
+        )
+        for kind in ("embedding", "bag")
+    ),
+    *(
+        TorchDefect(
+            id=f"{kind}-cuda-max-norm-strided",
+            summary="on CUDA, max_norm on a strided (non-contiguous) table takes the norm of "
+            "the wrong elements",
+            affected=_SEEN_CUDA,
+            kind=kind,
+            predicate=_cuda_max_norm_strided,
+        )
+        for kind in ("embedding", "bag")
+    ),
+    TorchDefect(
+        id="bag-cuda-max-norm-no-ids",
+        summary="on CUDA, F.embedding_bag of no ids with max_norm raises 'CUDA error: invalid "
+        "argument'",
+        affected=_SEEN_CUDA,
+        kind="bag",
+        predicate=_cuda_max_norm_no_ids,
+    ),
+    TorchDefect(
+        id="bag-cuda-bfloat16-backward",
+        summary="on CUDA, bfloat16 has no backward for mode='max' nor for per_sample_weights "
+        "(NotImplementedError)",
+        affected=_SEEN_CUDA,
+        kind="bag",
+        predicate=_cuda_bfloat16_bag_backward,
     ),
 )
 

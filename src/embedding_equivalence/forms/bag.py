@@ -235,8 +235,8 @@ def lookup_embedding_bag(
 
     The arguments, their order and their meaning are those of
     `torch.nn.functional.embedding_bag`, so this is a drop-in replacement that refuses bad
-    input with the same errors as [`matmul_embedding_bag`][]. Three defects of
-    ``F.embedding_bag`` (torch 2.13) are worked around, so that the documented semantics hold:
+    input with the same errors as [`matmul_embedding_bag`][]. These defects of
+    ``F.embedding_bag`` are worked around, so that the documented semantics hold:
 
     - with ``include_last_offset=True`` and ``offsets[-1] < len(input)``, torch's CPU backward
       reads uninitialised memory (``sum``) and ``mean`` divides the last bag by the wrong count:
@@ -244,7 +244,12 @@ def lookup_embedding_bag(
     - the CPU backward of ``scale_grad_by_freq`` divides some rows by another row's frequency
       (pytorch/pytorch#190063): the scaling is applied by this package instead;
     - a 2-D input ``(B, 0)`` fails in torch ("step must be nonzero"); here it gives ``B``
-      empty bags.
+      empty bags;
+    - on CUDA (torch 2.11), ``max_norm`` does nothing with ``norm_type=inf``, takes the norm of
+      the wrong elements of a strided table, and fails on empty bags: off the CPU, the
+      referenced rows are renormalized by the matmul forms' ``renorm_rows_`` instead.
+
+    The first three were seen in torch 2.13 on the CPU.
 
     Args:
         input: int64 or int32 ids, each in ``[0, V)``: ``(N,)`` with ``offsets``, or
@@ -293,7 +298,12 @@ def lookup_embedding_bag(
     check_bag_sparse(sparse, mode, scale_grad_by_freq, fn)
     check_ids_in_range(input, weight.shape[0], fn)
     bags = _bags(input, offsets, per_sample_weights, include_last_offset)
-    if max_norm is not None:
+    if max_norm is not None and weight.device.type != "cpu":
+        # torch 2.11 on CUDA: embedding_renorm_ leaves rows unchanged with norm_type=inf,
+        # misreads a strided table and fails on empty ids ("invalid argument"); see
+        # lookup_embedding. The matmul forms' renorm has none of these defects.
+        renorm_rows_(weight, bags.ids.long(), max_norm, norm_type)
+    elif max_norm is not None:
         with torch.no_grad():  # what F.embedding_bag does, over the whole input
             torch.embedding_renorm_(weight.detach(), bags.ids, max_norm, norm_type)
     ids = bags.ids[: bags.end]

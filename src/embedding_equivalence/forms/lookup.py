@@ -41,7 +41,9 @@ def lookup_embedding(
             (``-1`` is row ``V - 1``). Its forward value is whatever the row holds.
         max_norm: if given, every row referenced by ``input`` whose ``norm_type``-norm exceeds
             ``max_norm`` is rescaled **in place** to norm ``max_norm`` before the lookup. The
-            caller's ``weight`` is modified.
+            caller's ``weight`` is modified. Off the CPU the rows are renormalized by the
+            matmul forms' ``renorm_rows_``, not by torch's CUDA kernel, which (torch 2.11)
+            ignores ``norm_type=inf`` and misreads strided tables.
         norm_type: the ``p`` of the p-norm for ``max_norm``.
         scale_grad_by_freq: divide the gradient of each row by how often its id occurs in
             ``input``.
@@ -78,6 +80,12 @@ def lookup_embedding(
             f"scaled gradient, or scale_grad_by_freq=False"
         )
     check_ids_in_range(input, weight.shape[0], fn)
+    if max_norm is not None and weight.device.type != "cpu":
+        # torch 2.11 on CUDA: embedding_renorm_ leaves rows unchanged with norm_type=inf and
+        # takes the norm of the wrong elements of a strided table (benchmarks/
+        # cuda_renorm_probe.py); the matmul forms' renorm has neither defect.
+        renorm_rows_(weight, input.reshape(-1).long(), max_norm, norm_type)
+        max_norm = None
     if scale_grad_by_freq:
         # torch <= 2.13: F.embedding's double backward ignores scale_grad_by_freq. The same
         # scale as a differentiable rule on the table's gradient has the right one (the renorm

@@ -41,6 +41,8 @@ from embedding_equivalence.distributed._large import (
     BlockTable,
     LargeOutcome,
     LargeShardedCase,
+    _clean,
+    _first_unreferenced,
     judge_large,
 )
 from embedding_equivalence.distributed.forms import AllReduceForwardIdentityBackward
@@ -349,3 +351,30 @@ def test_no_rank_holds_the_whole_table() -> None:
     assert len(ranks) == 4
     # Each rank: its shard (256 MiB), its gradient (as much) and Python with torch.
     assert max(ranks) < table, [f"{p / 2**20:.0f} MiB" for p in ranks]
+
+
+@given(
+    rows=st.integers(1, 300),
+    dim=st.sampled_from([1, 2, 3, 4, 8]),
+    dtype=st.sampled_from(DTYPES),
+    data=st.data(),
+)
+def test_a_rank_finds_the_first_row_that_no_id_references_but_got_a_gradient(
+    rows: int, dim: int, dtype: torch.dtype, data: st.DataObject
+) -> None:
+    grad = torch.zeros(rows, dim, dtype=dtype)
+    referenced = data.draw(st.sets(st.integers(0, rows - 1), max_size=5), label="referenced")
+    for r in referenced:
+        grad[r] = 1.5
+    strays = data.draw(st.sets(st.integers(0, rows - 1), max_size=3), label="strays") - referenced
+    for r in strays:
+        grad[r, dim - 1] = 0.25
+    signed = data.draw(st.sets(st.integers(0, rows - 1), max_size=2), label="-0.0 rows")
+    for r in signed - referenced - strays:
+        grad[r, 0] = -0.0  # equal to zero: not a stray
+    index = torch.tensor(sorted(referenced), dtype=torch.int64)
+    found = _first_unreferenced(
+        lambda a, b: grad[a:b].ne(0).any(dim=1), rows, dim, index,
+        clean=lambda a, b, inside: _clean(grad[a:b], inside),
+    )  # fmt: skip
+    assert found == ((min(strays), len(strays)) if strays else None)

@@ -437,17 +437,42 @@ class LargeOutcome(Outcome):
     moved: tuple[int, int, list[float], list[float]] | None = None
 
 
+def _clean(rows: torch.Tensor, inside: torch.Tensor) -> bool:
+    """Whether every nonzero word of ``rows`` lies in its rows ``inside`` (a quick pass).
+
+    Counts nonzero 8-byte words, several times faster than comparing each value with zero;
+    ``False`` (look closer) where the rows are not whole words of a contiguous tensor.
+    """
+    if not rows.is_contiguous() or (rows.shape[1] * rows.element_size()) % 8:
+        return False
+    try:
+        total = int(torch.count_nonzero(rows.reshape(-1).view(torch.int64)))
+    except RuntimeError:  # a storage offset that is not a whole word
+        return False
+    if total == 0:
+        return True
+    picked = rows[inside.to(rows.device)].reshape(-1).view(torch.int64)
+    return total == int(torch.count_nonzero(picked))
+
+
 def _first_unreferenced(
-    mask_of: Callable[[int, int], torch.Tensor], num_rows: int, dim: int, referenced: torch.Tensor
+    mask_of: Callable[[int, int], torch.Tensor],
+    num_rows: int,
+    dim: int,
+    referenced: torch.Tensor,
+    clean: Callable[[int, int, torch.Tensor], bool] | None = None,
 ) -> tuple[int, int] | None:
     """The first local row flagged by ``mask_of(lo, hi)`` and not in ``referenced``; and the count.
 
-    Read a chunk at a time (no temporary of the shard's size).
+    Read a chunk at a time (no temporary of the shard's size); a chunk that ``clean(lo, hi,
+    its referenced rows)`` passes is skipped.
     """
     first, count = None, 0
     for lo, hi in row_chunks(num_rows, dim):
-        mask = mask_of(lo, hi).cpu()
         inside = referenced[(referenced >= lo) & (referenced < hi)] - lo
+        if clean is not None and clean(lo, hi, inside):
+            continue
+        mask = mask_of(lo, hi).cpu()
         mask[inside] = False
         n = int(mask.sum())
         if n and first is None:
@@ -559,8 +584,11 @@ def run_large_on_rank(
         return failed(outcome, error, "backward")  # type: ignore[return-value]
     outcome.weight_grad, local_rows = _piece(grad, rows, sharding_dim, lo, hi, d)
     g = grad.detach()
-    found = _first_unreferenced(lambda a, b: g[a:b].ne(0).any(dim=1), g.shape[0], g.shape[1],
-                                local_rows)  # fmt: skip
+    found = _first_unreferenced(
+        lambda a, b: g[a:b].ne(0).any(dim=1), g.shape[0], g.shape[1], local_rows,
+        clean=lambda a, b, inside: _clean(g[a:b], inside),
+    )  # fmt: skip
+
     if found is not None:
         row, count = found
         outcome.stray = (row + lo if sharding_dim == 0 else row, count,

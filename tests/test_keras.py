@@ -76,7 +76,6 @@ ROOT = Path(__file__).resolve().parents[1]
 TORCH_BACKEND_ONLY = pytest.mark.skipif(
     BACKEND != "torch", reason=f"pins the torch backend's behaviour; this run uses {BACKEND}"
 )
-# A search, not a property: derandomized so the minimal example is the same on every run.
 #: A rerun's budget: EMBEDDING_KERAS_MAX_EXAMPLES caps the profile's examples per property.
 RERUN_BUDGET = os.environ.get("EMBEDDING_KERAS_MAX_EXAMPLES")
 if RERUN_BUDGET is not None:
@@ -86,6 +85,7 @@ if RERUN_BUDGET is not None:
         max_examples=min(int(RERUN_BUDGET), settings().max_examples),
     )
     settings.load_profile("keras-rerun")
+# A search, not a property: derandomized so the minimal example is the same on every run.
 SEARCH = settings(settings.default, database=None, derandomize=True, max_examples=500)
 DTYPES = [pytest.param(torch.float32, id="float32"), pytest.param(torch.float64, id="float64")]
 # Keras' get_weights() calls np.array() on the torch backend's tensors; numpy 2 warns that
@@ -313,8 +313,8 @@ def test_mixed_float16_sums_a_repeated_ids_gradients_in_the_backends_precision()
     """Id 0 twice, upstream gradients 1 and 2**-11: their float16 sum is 1, the float32 one not.
 
     The torch backend looks the float16 copy of the table up, so autograd sums the two rows in
-    float16; TensorFlow's gather gradient is an ``IndexedSlices`` of float16 rows that is cast
-    to the float32 variable's dtype and only then summed.
+    float16, and so does JAX's vjp; TensorFlow's gather gradient is an ``IndexedSlices`` of
+    float16 rows that is cast to the float32 variable's dtype and only then summed.
     """
     embedding, _ = keras_pair(torch.zeros(1, 1), "mixed_float16")
     g = torch.tensor([[1.0], [2.0**-11]], dtype=torch.float16)

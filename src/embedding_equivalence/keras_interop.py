@@ -52,8 +52,8 @@ runs on Keras' torch backend and again on TensorFlow and on JAX):
 - Under ``mixed_float16`` both layers keep float32 variables and return float16, equal to
   the float32 row rounded to float16; their gradients are float16-accurate: the Embedding looks
   up in a float16 copy of the table, the Dense accumulates in float32 and rounds the result to
-  float16. Where one id occurs several times, the torch backend sums its gradient rows in
-  float16; TensorFlow casts them to float32 first (its gather's gradient is an
+  float16. Where one id occurs several times, the torch and JAX backends sum its gradient rows
+  in float16; TensorFlow casts them to float32 first (its gather's gradient is an
   ``IndexedSlices``), so there the sum is float32-accurate.
 - Keras' ``Dense`` wants at least a batch dimension (``min_ndim=2``): the one-hot of a 0-d id
   is refused, where ``Embedding`` (like torch) embeds a 0-d id.

@@ -21,6 +21,7 @@ __all__ = [
     "EmbeddingCase",
     "IdsRecipe",
     "IdsRun",
+    "TableFacts",
     "WeightRecipe",
     "dtype_source",
     "float_source",
@@ -392,13 +393,10 @@ def kwargs_source(kwargs: Mapping[str, Any]) -> str:
     return "".join(parts)
 
 
-class _CaseBase:
-    """What both kinds of case share: the table's facts, the upstream gradient, the snippet."""
+class TableFacts:
+    """The table's facts of a case, read from its ``weight`` recipe: ``V``, ``D``, dtype, device."""
 
     weight: WeightRecipe
-    ids: IdsRecipe
-    grad_seed: int
-    invalid: str | None
 
     @property
     def num_embeddings(self) -> int:
@@ -419,6 +417,15 @@ class _CaseBase:
     def device(self) -> str:
         """The device of every tensor."""
         return self.weight.device
+
+
+class _CaseBase(TableFacts):
+    """What both kinds of case share: the table's facts, the upstream gradient, the snippet."""
+
+    weight: WeightRecipe
+    ids: IdsRecipe
+    grad_seed: int
+    invalid: str | None
 
     def _grad_shape(self) -> tuple[int, ...]:
         raise NotImplementedError

@@ -32,7 +32,15 @@ import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import DTensor, Shard
 
-from .._draw.cases import Call, EmbeddingCase, IdsRecipe, WeightRecipe, dtype_source, kwargs_source
+from .._draw.cases import (
+    Call,
+    EmbeddingCase,
+    IdsRecipe,
+    TableFacts,
+    WeightRecipe,
+    dtype_source,
+    kwargs_source,
+)
 from .._draw.tensors import LARGE_TABLE_ELEMENTS
 from .._engine.check import EquivalenceError, Outcome, judge
 from .._engine.repro import describe_call, format_float
@@ -196,7 +204,7 @@ class ShardedCall(Call):
 
 
 @dataclass(frozen=True)
-class LargeShardedCase:
+class LargeShardedCase(TableFacts):
     """An embedding case whose table is built shard by shard on the ranks.
 
     The same attributes as [`EmbeddingCase`][embedding_equivalence._draw.cases.EmbeddingCase]
@@ -228,26 +236,6 @@ class LargeShardedCase:
         """The table's values."""
         w = self.weight
         return BlockTable(w.num_embeddings, w.embedding_dim, w.dtype, w.seed)
-
-    @property
-    def num_embeddings(self) -> int:
-        """``V``."""
-        return self.weight.num_embeddings
-
-    @property
-    def embedding_dim(self) -> int:
-        """``D``."""
-        return self.weight.embedding_dim
-
-    @property
-    def dtype(self) -> torch.dtype:
-        """The table's dtype."""
-        return self.weight.dtype
-
-    @property
-    def device(self) -> str:
-        """Where the tensors are built (the ranks move them to their device)."""
-        return self.weight.device
 
     def _embedding_case(self) -> EmbeddingCase:
         return EmbeddingCase(self.ids, self.weight, self.kwargs, self.grad_seed, self.invalid)

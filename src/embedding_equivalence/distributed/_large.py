@@ -25,7 +25,7 @@ import gc
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 import torch
 import torch.distributed as dist
@@ -60,6 +60,7 @@ __all__ = [
     "large_snippet",
     "run_large_on_rank",
     "shard_local",
+    "wants_backward",
 ]
 
 #: Tables of at least this many elements are built shard by shard on the ranks (the size from
@@ -483,6 +484,18 @@ def _piece(
     return piece, rows
 
 
+def wants_backward(out: object, backward: bool, outcome: Outcome) -> TypeGuard[torch.Tensor]:
+    """Whether a rank runs the backward pass of ``out``; records ``outcome.requires_grad``.
+
+    No backward without ``backward``, for a result that is not a tensor, or for an output
+    that does not require grad (the judge decides whether that was right).
+    """
+    if not backward or not isinstance(out, torch.Tensor):
+        return False
+    outcome.requires_grad = out.requires_grad
+    return out.requires_grad
+
+
 def run_large_on_rank(
     fn: Callable[..., Any],
     call: ShardedCall,
@@ -546,10 +559,7 @@ def run_large_on_rank(
             was = case.table.rows(global_row, global_row + 1, cols)[0]
             outcome.moved = (global_row, count, was.double().tolist(),
                              shard[row].double().cpu().tolist())  # fmt: skip
-    if not backward or not isinstance(out, torch.Tensor):
-        return outcome
-    outcome.requires_grad = out.requires_grad
-    if not out.requires_grad:
+    if not wants_backward(out, backward, outcome):
         return outcome
     assert call.grad_output is not None
     try:

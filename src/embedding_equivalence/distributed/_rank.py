@@ -28,7 +28,7 @@ from torch.distributed.tensor import DTensor, Shard, distribute_tensor
 from .._draw.cases import Call
 from .._engine.check import Outcome
 from .._engine.repro import import_reference
-from ._large import ShardedCall, run_large_on_rank
+from ._large import ShardedCall, run_large_on_rank, wants_backward
 
 __all__ = ["SHARDINGS", "load_candidate", "run_on_rank", "shutdown_group"]
 
@@ -145,10 +145,7 @@ def run_on_rank(
             outcome.table = _detached(_plain(weight.detach()))  # type: ignore[assignment]
         except Exception as exc:
             return _failed(outcome, exc, "forward", start)
-    if not backward or not isinstance(out, torch.Tensor):
-        return outcome
-    outcome.requires_grad = out.requires_grad
-    if not out.requires_grad:
+    if not wants_backward(out, backward, outcome):
         return outcome
     assert call.grad_output is not None
     try:

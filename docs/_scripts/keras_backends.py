@@ -12,14 +12,18 @@ whether its output is the float64 value or that value rounded to float32.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
 import warnings
 from dataclasses import dataclass
 from typing import Any
+
+from shared_results import shared
 
 #: The table's size: ``V`` rows of ``D`` values.
 V, D = 3, 2
@@ -37,11 +41,16 @@ class Column:
     backend: str
     env: dict[str, str]
     module: str  # what must be importable for the backend to run
+    then_triton: bool = False  # after measuring, import Triton in the same process
+
+
+#: Printed by a child just before it imports Triton after its backend (``then_triton``).
+TRITON_MARK = "importing triton"
 
 
 COLUMNS = [
     Column("torch", "torch", {}, "torch"),
-    Column("TensorFlow", "tensorflow", {"TF_CPP_MIN_LOG_LEVEL": "3"}, "tensorflow"),
+    Column("TensorFlow", "tensorflow", {"TF_CPP_MIN_LOG_LEVEL": "3"}, "tensorflow", True),
     Column("JAX", "jax", {}, "jax"),
     Column("JAX with x64", "jax", {"JAX_ENABLE_X64": "1"}, "jax"),
 ]
@@ -153,6 +162,7 @@ def _run(column: Column) -> subprocess.Popen[str] | None:
     if importlib.util.find_spec(column.module) is None:
         return None
     env = {**os.environ, "KERAS_BACKEND": column.backend, **column.env}
+    env["KERAS_THEN_TRITON"] = "1" if column.then_triton else "0"
     return subprocess.Popen(
         [sys.executable, __file__],
         env=env,
@@ -162,8 +172,19 @@ def _run(column: Column) -> subprocess.Popen[str] | None:
     )
 
 
+@functools.cache
 def measure_all() -> list[dict[str, Any] | None]:
-    """Each column's measurements (None where its backend is not installed), run side by side."""
+    """Each column's measurements (None where its backend is not installed), run side by side.
+
+    A column with ``then_triton`` also says what ``import triton`` did after its backend, in
+    the same process (``result["then_triton"]``: ``"imports"``, ``"ends the process with
+    SIGABRT"``, ...; absent where Triton is not installed). Run once for both of CI's site
+    builders ([`shared`][shared_results.shared]).
+    """
+    return shared("keras-backends", _measure_all)
+
+
+def _measure_all() -> list[dict[str, Any] | None]:
     children = [_run(column) for column in COLUMNS]
     results: list[dict[str, Any] | None] = []
     for column, child in zip(COLUMNS, children, strict=True):
@@ -171,10 +192,34 @@ def measure_all() -> list[dict[str, Any] | None]:
             results.append(None)
             continue
         stdout, stderr = child.communicate(timeout=600)
-        if child.returncode != 0:
+        lines = stdout.strip().splitlines()
+        measured = TRITON_MARK in lines and lines.index(TRITON_MARK) > 0
+        if child.returncode != 0 and not measured:
             raise RuntimeError(f"measuring Keras on {column.title} failed:\n{stderr[-3000:]}")
-        results.append(json.loads(stdout.strip().splitlines()[-1]))
+        if measured:
+            result = json.loads(lines[lines.index(TRITON_MARK) - 1])
+            result["then_triton"] = _exit_in_words(child.returncode)
+        else:
+            result = json.loads(lines[-1])
+        results.append(result)
     return results
+
+
+def _exit_in_words(returncode: int) -> str:
+    """What ended a child: ``"imports"`` for a clean exit, else the signal or the status."""
+    if returncode == 0:
+        return "imports"
+    if returncode < 0:
+        return f"ends the process with {signal.Signals(-returncode).name}"
+    return f"ends the process with exit status {returncode}"
+
+
+def triton_after(title: str = "TensorFlow") -> str | None:
+    """What ``import triton`` did after the backend of column ``title`` (None: not measured)."""
+    for column, result in zip(COLUMNS, measure_all(), strict=True):
+        if column.title == title and result is not None:
+            return result.get("then_triton")
+    return None
 
 
 def _cell(result: dict[str, Any] | None, *keys: str) -> str:
@@ -224,4 +269,9 @@ def side_by_side() -> str:
 
 
 if __name__ == "__main__":
-    print(json.dumps(measure()))
+    print(json.dumps(measure()), flush=True)
+    if os.environ.get("KERAS_THEN_TRITON") == "1" and importlib.util.find_spec("triton"):
+        # The measurement is out; now what Triton does in a process that holds this backend
+        # (TensorFlow's RTLD_GLOBAL libraries clash with Triton's LLVM).
+        print(TRITON_MARK, flush=True)
+        import triton  # noqa: F401

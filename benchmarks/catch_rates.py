@@ -15,7 +15,9 @@ most 2 s. Sharded runs start worker processes (a few seconds each), so the shard
 defaults to fewer seeds (``--sharded-seeds``); the output says so. ``row_offset_in_int32``
 lives only in tables of more than ``2**31`` elements: ``--large`` runs it on
 ``ee.large_table_sizes(torch.float16)`` (``V = 2**21 + 8`` rows of ``D = 1024``, 4 GiB) with 5
-examples a seed, under at most 3 seeds.
+examples a seed, under at most 3 seeds, and with it ``blocked_vocab_parallel``, a vocab-parallel
+kernel wrong only at the inner shard edge of shards past 2**16 rows, on a table of ``2**17 + 2``
+rows built shard by shard over 2 ranks.
 
 Usage::
 
@@ -52,13 +54,18 @@ from bag_mutants import BAG_MUTANTS  # noqa: E402
 from embedding_equivalence.distributed import verify_sharded_embedding  # noqa: E402
 from mutants import LARGE_TABLE_MUTANTS, MUTANTS, compiled_mutants  # noqa: E402
 from quantized_mutants import QUANTIZED_MUTANTS  # noqa: E402
-from sharded_mutants import SHARDED_MUTANTS  # noqa: E402
+from sharded_mutants import EDGE_D, EDGE_V, SHARDED_LARGE_MUTANTS, SHARDED_MUTANTS  # noqa: E402
 
 FAMILIES = ("embedding", "bag", "quantized", "sharded", "compiled")
 #: The sizes of the large-table run: the package's preset just past 2**31 elements, so the
 #: last rows' ``id * D`` leaves int32; float16 keeps the table at 4 GiB.
 _LARGE_V, _LARGE_D = ee.large_table_sizes(torch.float16)
-LARGE = {"vocab_sizes": _LARGE_V, "dims": _LARGE_D, "dtypes": [torch.float16], "max_examples": 5}
+LARGE = {
+    "vocab_sizes": _LARGE_V,
+    "embedding_dims": _LARGE_D,
+    "dtypes": [torch.float16],
+    "max_examples": 5,
+}
 GOAL_SECONDS = 2.0
 
 
@@ -142,6 +149,16 @@ def _entries(families: tuple[str, ...], large: bool) -> Iterator[Entry]:
                 f"V = {_LARGE_V:,}, D = {_LARGE_D:,}, float16, 5 examples",
                 lambda seed, m=m: ee.verify_embedding(
                     m.fn, options=m.options, backward=m.backward, seed=seed, **LARGE
+                ),
+            )  # fmt: skip
+        for m in SHARDED_LARGE_MUTANTS:
+            yield Entry(
+                "large", m.name, _first_sentence(m.fn.__doc__),
+                f"sharding={m.sharding}, V = {EDGE_V:,}, D = {EDGE_D}, float32, 5 examples",
+                lambda seed, m=m: verify_sharded_embedding(
+                    m.fn, sharding=m.sharding, options=m.options, seed=seed,
+                    vocab_sizes=EDGE_V, embedding_dims=EDGE_D, dtypes=[torch.float32],
+                    max_examples=5, timeout=120.0,
                 ),
             )  # fmt: skip
 

@@ -35,6 +35,7 @@ from embedding_equivalence.forms.renorm import grad_row_scale, renorm_rows_, sca
 from embedding_equivalence.forms.validation import check_embedding_args, check_ids_in_range
 
 __all__ = [
+    "SHARDED_LARGE_MUTANTS",
     "SHARDED_MUTANTS",
     "ShardedMutant",
     "hand_written_dim_parallel",
@@ -301,4 +302,54 @@ SHARDED_MUTANTS: tuple[ShardedMutant, ...] = tuple(
         (all_gather_backward_sums_ranks, "dim", (), _GRAD),
         (all_gather_in_reverse_rank_order, "dim", (), _OUT),
     ]
+)
+
+
+# --- a bug that lives only at size --------------------------------------------------------------
+
+#: A table of 2**17 + 2 rows of 32 columns (2**22 + 64 elements: built shard by shard), whose
+#: shards over 2 ranks hold 65,537 rows: past the blocked path's threshold below.
+EDGE_V, EDGE_D = 2**17 + 2, 32
+BLOCK_ROWS = 1 << 16
+
+
+def blocked_vocab_parallel(
+    input: torch.Tensor,
+    weight: DTensor,
+    padding_idx: int | None = None,
+    max_norm: float | None = None,
+    norm_type: float = 2.0,
+    scale_grad_by_freq: bool = False,
+) -> torch.Tensor:
+    """A vocab-parallel lookup whose path for shards of more than 2**16 rows ends one row early.
+
+    The blocked path takes the end of its last block, ``stop - 1`` (inclusive), for an
+    exclusive bound, except on the last rank, where it is clamped to ``V``: the last row of
+    every other rank's large shard reads zeros. Small shards, and the last rank, are right.
+    """
+    del padding_idx, max_norm, norm_type, scale_grad_by_freq  # the test passes none
+    group = weight.device_mesh.get_group()
+    world, rank = dist.get_world_size(group), dist.get_rank(group)
+    vocab = weight.shape[0]
+    check_ids_in_range(input, vocab, "blocked_vocab_parallel")
+    start, stop = shard_range(vocab, world, rank)
+    end = stop - 1 if stop - start > BLOCK_ROWS and stop < vocab else stop
+    flat = input.reshape(-1).long()
+    owned = (flat >= start) & (flat < end)
+    local = weight.to_local()
+    if stop == start:
+        partial = local.new_zeros((flat.shape[0], 0)) @ local
+    else:
+        rows = torch.nn.functional.embedding(torch.where(owned, flat - start, 0), local)
+        partial = torch.where(owned[:, None], rows, torch.zeros_like(rows))
+    out = AllReduceForwardIdentityBackward.apply(partial, group)
+    assert isinstance(out, torch.Tensor)
+    return out.reshape(*input.shape, weight.shape[1])
+
+
+#: Mutants wrong only at sizes of their own: each is caught at ``vocab_sizes=EDGE_V,
+#: embedding_dims=EDGE_D`` (the boundary phase puts ids at every shard edge), never at the
+#: drawn sizes. ``benchmarks/catch_rates.py --large`` measures them.
+SHARDED_LARGE_MUTANTS: tuple[ShardedMutant, ...] = (
+    ShardedMutant("blocked_vocab_parallel", blocked_vocab_parallel, "vocab", (), _OUT),
 )

@@ -22,7 +22,6 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from torch.distributed.tensor import DTensor
 
 import embedding_equivalence.strategies as ees
 from embedding_equivalence._draw.cases import IdsRecipe, WeightRecipe
@@ -45,9 +44,8 @@ from embedding_equivalence.distributed._large import (
     _first_unreferenced,
     judge_large,
 )
-from embedding_equivalence.distributed.forms import AllReduceForwardIdentityBackward
-from embedding_equivalence.forms.validation import check_ids_in_range
 from embedding_equivalence.oracle import EmbeddingOracle
+from sharded_mutants import EDGE_D, EDGE_V, blocked_vocab_parallel
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 
@@ -231,45 +229,6 @@ def test_a_gradient_on_a_row_that_no_id_references_is_named() -> None:
 
 
 # --- process groups, at size ------------------------------------------------------------------
-
-#: A table of 2**17 + 2 rows of 32 columns (2**22 + 64 elements: built shard by shard), whose
-#: shards over 2 ranks hold 65,537 rows: past the blocked path's threshold below.
-EDGE_V, EDGE_D = 2**17 + 2, 32
-BLOCK_ROWS = 1 << 16
-
-
-def blocked_vocab_parallel(
-    input: torch.Tensor,
-    weight: DTensor,
-    padding_idx: int | None = None,
-    max_norm: float | None = None,
-    norm_type: float = 2.0,
-    scale_grad_by_freq: bool = False,
-) -> torch.Tensor:
-    """A vocab-parallel lookup whose path for shards of more than 2**16 rows ends one row early.
-
-    The blocked path takes the end of its last block, ``stop - 1`` (inclusive), for an
-    exclusive bound, except on the last rank, where it is clamped to ``V``: the last row of
-    every other rank's large shard reads zeros. Small shards, and the last rank, are right.
-    """
-    del padding_idx, max_norm, norm_type, scale_grad_by_freq  # the test passes none
-    group = weight.device_mesh.get_group()
-    world, rank = torch.distributed.get_world_size(group), torch.distributed.get_rank(group)
-    vocab = weight.shape[0]
-    check_ids_in_range(input, vocab, "blocked_vocab_parallel")
-    start, stop = shard_range(vocab, world, rank)
-    end = stop - 1 if stop - start > BLOCK_ROWS and stop < vocab else stop
-    flat = input.reshape(-1).long()
-    owned = (flat >= start) & (flat < end)
-    local = weight.to_local()
-    if stop == start:
-        partial = local.new_zeros((flat.shape[0], 0)) @ local
-    else:
-        rows = torch.nn.functional.embedding(torch.where(owned, flat - start, 0), local)
-        partial = torch.where(owned[:, None], rows, torch.zeros_like(rows))
-    out = AllReduceForwardIdentityBackward.apply(partial, group)
-    assert isinstance(out, torch.Tensor)
-    return out.reshape(*input.shape, weight.shape[1])
 
 
 @pytest.mark.slow

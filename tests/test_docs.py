@@ -800,3 +800,46 @@ def test_efficiency_page_shows_the_run_and_fits_its_tables(site: Path) -> None:
     assert re.search(r"Load average \(1 minute\): [\d.]+ before the run and [\d.]+ after it", text)
     assert re.search(r"\d+ of \d+ measured cases \(\d+%\) are within 30% of the model", text)
     _assert_tables_fit(measured, "efficiency/index.html, Measured")
+
+
+# --- results shared by the site's two builders --------------------------------------------------
+
+
+def test_a_shared_result_runs_once_per_key_and_every_time_without_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shared_results
+
+    runs: list[str] = []
+
+    def helper(tag: str) -> dict[str, Any]:
+        runs.append(tag)
+        return {"printed": f"ran {tag}", "status": [0, 1]}
+
+    monkeypatch.delenv("EMBEDDING_DOCS_CACHE", raising=False)
+    assert shared_results.shared("h", lambda: helper("a"), "a") == {
+        "printed": "ran a",
+        "status": [0, 1],
+    }
+    shared_results.shared("h", lambda: helper("a"), "a")
+    assert runs == ["a", "a"]  # no folder: every call runs the helper
+
+    monkeypatch.setenv("EMBEDDING_DOCS_CACHE", str(tmp_path / "cache"))
+    first = shared_results.shared("h", lambda: helper("a"), "a")
+    again = shared_results.shared("h", lambda: helper("never"), "a")  # read, not run
+    other = shared_results.shared("h", lambda: helper("b"), "b")  # other arguments: runs
+    assert first == again == {"printed": "ran a", "status": [0, 1]}
+    assert other["printed"] == "ran b"
+    assert runs == ["a", "a", "a", "b"]
+    assert len(list((tmp_path / "cache").glob("h-*.json"))) == 2
+
+
+def test_a_shared_result_is_keyed_on_the_sources(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shared_results
+
+    monkeypatch.setenv("EMBEDDING_DOCS_CACHE", str(tmp_path))
+    assert shared_results.shared("s", lambda: 1) == 1
+    monkeypatch.setattr(shared_results, "_sources_digest", lambda: "an edited package")
+    assert shared_results.shared("s", lambda: 2) == 2  # an edit runs the helper again

@@ -20,6 +20,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from shared_results import shared
+
 HERE = Path(__file__).resolve().parent
 STEPS = HERE / "triton_steps"
 ROOT = HERE.parents[1]
@@ -70,10 +72,15 @@ def step(name: str) -> str:
     why = missing()
     if why is not None:
         return shown + _not_run(why)
-    out = io.StringIO()
-    with interpreter(), contextlib.redirect_stdout(out):
-        exec(compile(source, f"{name}.py", "exec"), {"__name__": f"triton_steps.{name}"})
-    return shown + f"```text\n{out.getvalue().rstrip()}\n```\n"
+
+    def run() -> str:
+        out = io.StringIO()
+        with interpreter(), contextlib.redirect_stdout(out):
+            exec(compile(source, f"{name}.py", "exec"), {"__name__": f"triton_steps.{name}"})
+        return out.getvalue()
+
+    printed = shared("triton-step", run, name)
+    return shown + f"```text\n{printed.rstrip()}\n```\n"
 
 
 def command(args: list[str], files: dict[str, str] | None = None, pick: str = "") -> str:
@@ -84,6 +91,17 @@ def command(args: list[str], files: dict[str, str] | None = None, pick: str = ""
     why = missing()
     if why is not None:
         return f"```text\n{shown}\n```\n\n" + _not_run(why)
+    stdout, returncode = shared("triton-command", lambda: _run(args, files), args, files)
+    output = stdout.rstrip()
+    if pick:
+        lines = output.splitlines()
+        picked = [line for line in lines if pick in line][:1]
+        output = "\n".join([*lines[:3], "[...]", *picked, "[...]"])
+    return f"```text\n{shown}\n{output}\n$ echo $?\n{returncode}\n```\n"
+
+
+def _run(args: list[str], files: dict[str, str] | None) -> tuple[str, int]:
+    """Run ``args`` as [`command`][] describes; its stdout and exit status."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["COLUMNS"] = "100"
     with contextlib.ExitStack() as stack:
@@ -103,12 +121,7 @@ def command(args: list[str], files: dict[str, str] | None = None, pick: str = ""
         done = subprocess.run(
             executable, cwd=cwd, env=env, capture_output=True, text=True, timeout=600
         )
-    output = done.stdout.rstrip()
-    if pick:
-        lines = output.splitlines()
-        picked = [line for line in lines if pick in line][:1]
-        output = "\n".join([*lines[:3], "[...]", *picked, "[...]"])
-    return f"```text\n{shown}\n{output}\n$ echo $?\n{done.returncode}\n```\n"
+    return done.stdout, done.returncode
 
 
 def gpu_results(path: Path = ROOT / "docs" / "triton-cuda.json") -> str:

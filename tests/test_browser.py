@@ -9,9 +9,10 @@ page is wider than the screen. At the desktop width the text of every figure is 
 Opt-in: needs a Chromium (Debian's ``chromium`` package, ``/usr/bin/chromium``, or
 ``$CHROMIUM``) and Playwright's Python package (``pip install playwright``; its own browser
 download is not used). Skipped with a reason when either is absent. Serves the site built by
-``tests/test_docs.py`` on a free localhost port, blocks every request to another host, and
-saves a full-page screenshot of each page at each width under ``$EE_SCREENSHOTS`` (default:
-pytest's temporary folder).
+``tests/test_docs.py`` on a free localhost port and blocks every request to another host. With
+``$EE_SCREENSHOTS`` set to a folder, it also saves a full-page screenshot of each page at each
+width there, for a person to look at (a full-page capture costs about a second a page, and no
+test reads it).
 """
 
 from __future__ import annotations
@@ -153,14 +154,17 @@ def browser(sync_api: Any) -> Iterator[Any]:
 
 
 @pytest.fixture(scope="module")
-def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def screenshots() -> Path | None:
+    """``$EE_SCREENSHOTS``, where the pages' screenshots go, or ``None``: none taken."""
     folder = os.environ.get("EE_SCREENSHOTS")
-    path = Path(folder) if folder else tmp_path_factory.mktemp("screenshots")
+    if not folder:
+        return None
+    path = Path(folder)
     path.mkdir(parents=True, exist_ok=True)
     return path
 
 
-def _visit(browser: Any, base_url: str, screenshots: Path, page: str, viewport: str) -> Any:
+def _visit(browser: Any, base_url: str, screenshots: Path | None, page: str, viewport: str) -> Any:
     """Load ``page`` at ``viewport``, wait for its maths, and measure it."""
     context = browser.new_context(viewport=VIEWPORTS[viewport])
     tab = context.new_page()
@@ -183,18 +187,19 @@ def _visit(browser: Any, base_url: str, screenshots: Path, page: str, viewport: 
         tab.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
         tab.evaluate("() => MathJax.startup.promise")
         measured = tab.evaluate(_MEASURE)
-        shot = screenshots / f"{_page_id(page)}-{viewport}.png"
-        # Chromium cannot capture more than 16,384 px in one go (a long page on a phone).
-        height = min(tab.evaluate("document.documentElement.scrollHeight"), _MAX_SHOT)
-        clip = {"x": 0, "y": 0, "width": VIEWPORTS[viewport]["width"], "height": height}
-        tab.screenshot(path=str(shot), full_page=True, clip=clip)
+        if screenshots is not None:
+            shot = screenshots / f"{_page_id(page)}-{viewport}.png"
+            # Chromium cannot capture more than 16,384 px in one go (a long page on a phone).
+            height = min(tab.evaluate("document.documentElement.scrollHeight"), _MAX_SHOT)
+            clip = {"x": 0, "y": 0, "width": VIEWPORTS[viewport]["width"], "height": height}
+            tab.screenshot(path=str(shot), full_page=True, clip=clip)
     finally:
         context.close()
     return {"status": status, "errors": errors, "external": external, **measured}
 
 
 @pytest.fixture(scope="module")
-def visit(browser: Any, base_url: str, screenshots: Path) -> Callable[[str, str], Any]:
+def visit(browser: Any, base_url: str, screenshots: Path | None) -> Callable[[str, str], Any]:
     """``visit(page, viewport)``: the page's measurements, each page and width loaded once."""
     return functools.cache(functools.partial(_visit, browser, base_url, screenshots))
 

@@ -21,7 +21,11 @@ import subprocess
 import sys
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+if str(Path(__file__).resolve().parent) not in sys.path:  # loaded by path, as the tests do
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from shared_results import shared
 

@@ -96,13 +96,35 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("accelerator", params, indirect=True, scope="session")
 
 
+#: The modules whose tests take longest in all (process groups, launchers, reruns in fresh
+#: processes), in that order. They are collected first: pytest-xdist's ``loadscope`` hands a
+#: module to whichever worker is free, in collection order, so the longest start first and the
+#: workers finish together instead of one running the last long module alone.
+LONGEST_FIRST = (
+    "test_two_nodes.py",
+    "test_distributed.py",
+    "test_real_kernels.py",
+    "test_keras.py",
+    "test_compiled.py",
+    "test_mutants.py",
+    "test_sharded_size.py",
+)
+
+
+def _longest_first(item: pytest.Item) -> int:
+    name = item.path.name
+    return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Deselect what needs a device that is not selected, rather than collect skipped rows.
+    """Deselect what needs a device that is not selected, rather than collect skipped rows;
+    collect the modules of [`LONGEST_FIRST`][] first (a stable sort: each module keeps its order).
 
     Tests marked ``cuda`` run only when CUDA is selected (present, or demanded with
     ``EMBEDDING_TEST_DEVICES``, which fails the session when it is absent); tests of the
     ``accelerator`` fixture run only when a device besides the CPU is selected.
     """
+    items.sort(key=_longest_first)
     devices = session_devices(config)
     keep: list[pytest.Item] = []
     dropped: list[pytest.Item] = []

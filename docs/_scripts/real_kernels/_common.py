@@ -148,8 +148,11 @@ class Run:
         args += [f"{k}={_source(v)}" for k, v in self.kwargs.items()]
         return f"{self.verifier}({', '.join(args)})"
 
-    def arguments(self, max_examples: int | None = None) -> dict[str, Any]:
-        """The keyword arguments for the verifier itself."""
+    def arguments(
+        self, max_examples: int | None = None, boundaries: bool | None = None
+    ) -> dict[str, Any]:
+        """The keyword arguments for the verifier itself (``boundaries=False``: without the
+        boundary phase, which every recorded call ran)."""
         kwargs: dict[str, Any] = {}
         for key, value in self.kwargs.items():
             if key == "dtypes":
@@ -159,11 +162,8 @@ class Run:
             kwargs[key] = value
         if max_examples is not None:
             kwargs["max_examples"] = max_examples
-        if self.verifier != "verify_torchao_embedding":
-            # The verdicts of docs/real-kernels.json were recorded from random examples, before
-            # the verifiers had a boundary phase; they replay as recorded until the entries are
-            # probed again with it.
-            kwargs.setdefault("boundaries", False)
+        if boundaries is not None and self.verifier != "verify_torchao_embedding":
+            kwargs["boundaries"] = boundaries
         return kwargs
 
 
@@ -213,8 +213,11 @@ def classify(
     return kind, text
 
 
-def execute(run: Run, *, max_examples: int | None = None) -> dict[str, Any]:
-    """Run ``run`` and return its JSON record (``max_examples`` overrides the budget).
+def execute(
+    run: Run, *, max_examples: int | None = None, boundaries: bool | None = None
+) -> dict[str, Any]:
+    """Run ``run`` and return its JSON record (``max_examples`` overrides the budget,
+    ``boundaries=False`` leaves the boundary phase out).
 
     A call whose record is in [`KNOWN`][] is not made again: its record is returned.
     """
@@ -227,7 +230,7 @@ def execute(run: Run, *, max_examples: int | None = None) -> dict[str, Any]:
     log(f"  {run.label}: {run.call}")
     _emit("start", asdict(run))
     start = time.perf_counter()
-    report = verifier(candidate, **run.arguments(max_examples))
+    report = verifier(candidate, **run.arguments(max_examples, boundaries))
     seconds = time.perf_counter() - start
     defect = report.torch_defect
     kind, found = classify(report.passed, report.failure, defect, report.interpreter_limit)
@@ -514,9 +517,11 @@ def replay(
 ) -> list[dict[str, Any]]:
     """Run recorded calls again and return their verdicts next to the recorded ones.
 
-    Every failing call is made again with its own budget and seed (it fails at the same
-    example); of the passing calls, those named in [`REPLAYED_PASSING`][], with at most
-    ``small`` examples. Calls on more than ``max_world_size`` ranks are left out.
+    Every failing call is made again as recorded, boundary phase, budget and seed included
+    (it fails at the same example); of the passing calls, those named in
+    [`REPLAYED_PASSING`][], with at most ``small`` random examples and without the boundary
+    phase, which their record ran (a check that they still pass, at a cost that fits CI).
+    Calls on more than ``max_world_size`` ranks are left out.
     """
     results = []
     for record in records:
@@ -526,7 +531,10 @@ def replay(
         if record["passed"] and not any(k in record["label"] for k in REPLAYED_PASSING):
             continue
         budget = run.kwargs.get("max_examples", 100)
-        again = execute(run, max_examples=min(small, budget) if record["passed"] else budget)
+        if record["passed"]:
+            again = execute(run, max_examples=min(small, budget), boundaries=False)
+        else:
+            again = execute(run, max_examples=budget)
         results.append(
             {
                 "label": record["label"],

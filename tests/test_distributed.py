@@ -426,3 +426,23 @@ def test_under_torchrun_every_rank_gets_the_report(
             assert f"examples={20 + len(phase)} (boundaries {len(phase)})" in line
         else:
             assert re.search(f"failure={failure}", line), line
+
+
+@pytest.mark.slow
+def test_under_torchrun_a_hung_rank_is_reported_and_exits_with_its_stack(tmp_path: Path) -> None:
+    """Rank 0 reports the hung rank; the hung rank then exits, so torchrun ends the job."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), *sys.path])}
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+        str(TESTS / "torchrun_verify.py"), "sharded_candidates:hangs_on_rank_1", "vocab", "20",
+        str(tmp_path), "3",
+    ]  # fmt: skip
+    # Without the exit, torchrun would wait for rank 1's hour-long sleep: the timeout fails it.
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=180, env=env)
+    assert proc.returncode != 0, proc.stdout + proc.stderr  # rank 1 exited 1
+    line = (tmp_path / "rank0.txt").read_text()
+    assert "passed=False" in line
+    assert "a rank did not report within 16 s" in line, line  # 2 x 3 s + 10 s
+    assert not (tmp_path / "rank1.txt").exists()  # the hung rank never returned
+    assert "rank 1 (node 0) is still inside the candidate's call" in proc.stderr, proc.stderr
+    assert re.search(r'File ".*sharded_candidates.py", line \d+ in hangs_on_rank_1', proc.stderr)

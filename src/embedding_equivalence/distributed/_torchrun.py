@@ -40,13 +40,17 @@ while the others wait in a collective. Three rules bring every survivor out with
    ([`broken_group`][] says so): the default group has ranks that will never answer.
 
 A rank that hangs inside the candidate is reported by rank 0 after the outbox's timeout; the
-groups are closed, so the other ranks return that report too, and only the hung rank stays
-until torchrun or the user stops it.
+groups are closed, so the other ranks return that report too. Rank 0 leaves the report in the
+store, and the hung rank's heartbeat thread, which finds it there while its main thread is
+still inside the call, prints the rank's stack to its stderr and exits the process (as
+NCCL's watchdog ends a process whose collective timed out), so that torchrun ends the job
+instead of waiting on it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import functools
 import gc
 import itertools
@@ -85,6 +89,9 @@ _LOST_AFTER = 10.0
 _SETTLE = 2 * _BEAT + 0.5
 #: Seconds a serving rank waits for rank 0's failing report in the store after the group broke.
 _REPORT_WAIT = 10.0
+#: Seconds a rank may stay inside the candidate's call once rank 0's failing report is in the
+#: store (a rank on its way out of a failed collective leaves the call well within them).
+_HUNG_GRACE = 2 * _BEAT + 1.0
 _T = TypeVar("_T")
 
 #: Numbers the groups of this process, the same on every rank (each rank builds them in turn).
@@ -174,6 +181,9 @@ class _Liveness:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.on_lost: Callable[[], None] | None = None
+        #: Whether this rank's main thread is inside the candidate's call (set by the group).
+        self.in_call = False
+        self._ended_at: float | None = None  # when rank 0's failing report was first seen
         # torchrun starts each rank as its child: a rank whose launcher is gone is orphaned.
         self.launcher = os.getppid() if "TORCHELASTIC_RUN_ID" in os.environ else None
 
@@ -212,6 +222,34 @@ class _Liveness:
                             self._beats[peer.rank] = (value, now)
             if self.on_lost is not None and self.lost_now():
                 self.on_lost()
+            if self.in_call and not self.store_lost:
+                self._check_hung()
+
+    def _check_hung(self) -> None:
+        """Exit if rank 0 ended the run while this rank stays inside the candidate's call.
+
+        Rank 0 puts its report in the store only when the group failed. A rank still inside
+        the call [`_HUNG_GRACE`][] seconds after that is the hung rank that rank 0 reported:
+        nothing will call it back, and torchrun would wait on it for ever.
+        """
+        try:
+            ended = self.store.check(["report"])
+        except Exception:  # the store's host is gone: the lost-rank rules apply
+            return
+        if not ended:
+            return
+        now = time.monotonic()
+        if self._ended_at is None:
+            self._ended_at = now
+        elif now - self._ended_at >= _HUNG_GRACE and self.in_call:
+            sys.stderr.write(
+                f"embedding-equivalence: rank {self.rank} ({self.me.node}) is still inside the "
+                f"candidate's call after rank 0 ended the run with a rank hung; its stack "
+                f"follows, and it exits so that torchrun can end the job\n"
+            )
+            sys.stderr.flush()
+            faulthandler.dump_traceback(all_threads=True)
+            os._exit(1)
 
     def _leave(self) -> None:
         """This rank's launcher is gone: leave the group, as the launcher would have made it.
@@ -397,8 +435,8 @@ class TorchrunGroup:
             failure = GroupFailure(
                 f"a rank did not report within {2 * self.timeout + 10:g} s (it hangs, or "
                 f"waits on a rank that hangs); the verifier closed its groups, so the other "
-                f"ranks return this report, and the hung rank stays until torchrun or you stop "
-                f"it: {exc}",
+                f"ranks return this report, and the hung rank prints its stack to its stderr "
+                f"and exits: {exc}",
                 [],
                 "hung",
             )
@@ -430,7 +468,11 @@ class TorchrunGroup:
     # --- rank 0 ----------------------------------------------------------------------------
 
     def _exchange(self, reference: str, call: Call, sharding: str) -> list[Any]:
-        outcome = run_on_rank(reference, call, sharding, device=self.device, mesh=self.mesh)
+        self._liveness.in_call = True
+        try:
+            outcome = run_on_rank(reference, call, sharding, device=self.device, mesh=self.mesh)
+        finally:
+            self._liveness.in_call = False
         gathered: list[Any] = [None] * self.world_size if self.rank == 0 else []
         dist.gather_object(outcome, gathered if self.rank == 0 else None, dst=0, group=self._outbox)
         return gathered

@@ -96,10 +96,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("accelerator", params, indirect=True, scope="session")
 
 
-#: The modules whose tests take longest in all (process groups, launchers, reruns in fresh
-#: processes), in that order. They are collected first: pytest-xdist's ``loadscope`` hands a
-#: module to whichever worker is free, in collection order, so the longest start first and the
-#: workers finish together instead of one running the last long module alone.
+#: The slow tier's modules whose tests take longest in all (process groups, launchers, reruns
+#: in fresh processes), in that order. In the slow tier (``-m slow``) they are collected first:
+#: pytest-xdist's ``loadscope`` hands a module to whichever worker is free, in collection
+#: order, so the longest start first and the workers finish together instead of one running
+#: the last long module alone.
 LONGEST_FIRST = (
     "test_two_nodes.py",
     "test_distributed.py",
@@ -118,13 +119,15 @@ def _longest_first(item: pytest.Item) -> int:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Deselect what needs a device that is not selected, rather than collect skipped rows;
-    collect the modules of [`LONGEST_FIRST`][] first (a stable sort: each module keeps its order).
+    in the slow tier, collect the modules of [`LONGEST_FIRST`][] first (a stable sort: each
+    module keeps its order).
 
     Tests marked ``cuda`` run only when CUDA is selected (present, or demanded with
     ``EMBEDDING_TEST_DEVICES``, which fails the session when it is absent); tests of the
     ``accelerator`` fixture run only when a device besides the CPU is selected.
     """
-    items.sort(key=_longest_first)
+    if config.option.markexpr.strip() == "slow":
+        items.sort(key=_longest_first)
     devices = session_devices(config)
     keep: list[pytest.Item] = []
     dropped: list[pytest.Item] = []

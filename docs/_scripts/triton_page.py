@@ -83,6 +83,39 @@ def step(name: str) -> str:
     return shown + f"```text\n{printed.rstrip()}\n```\n"
 
 
+def _demo_files() -> dict[str, str]:
+    """The user's project of the pytest demo: its conftest and its test file."""
+    return {
+        "conftest.py": (HERE / "triton_conftest.py").read_text(encoding="utf-8"),
+        "test_triton_kernels.py": (HERE / "test_triton_kernels.py").read_text(encoding="utf-8"),
+    }
+
+
+_CANDIDATE = ["--candidate", "triton_kernels:triton_embedding", "--options", "padding_idx"]
+_BUDGET = ["--max-examples", "10", "--seed", "0"]
+#: The page's commands, by name: ``(args, with the pytest demo's files, pick)``.
+DEMOS: dict[str, tuple[list[str], bool, str]] = {
+    "pytest": (
+        ["python", "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
+         "--embedding-max-examples", "10", "test_triton_kernels.py"],
+        True, "",
+    ),
+    "cli": (["embedding-equivalence", "verify", "--triton-interpret", *_CANDIDATE, *_BUDGET],
+            False, ""),
+    "cli without the switch": (
+        ["embedding-equivalence", "verify", *_CANDIDATE, "--dtypes", "float32",
+         "--no-boundaries", *_BUDGET],
+        False, " raised ",
+    ),
+}  # fmt: skip
+
+
+def demo(name: str) -> str:
+    """Markdown: the page's command ``name`` of [`DEMOS`][], run as [`command`][] runs it."""
+    args, with_files, pick = DEMOS[name]
+    return command(args, _demo_files() if with_files else None, pick)
+
+
 def command(args: list[str], files: dict[str, str] | None = None, pick: str = "") -> str:
     """Markdown: ``$ args`` run in a fresh process (in ``docs/_scripts``, or in a folder with
     ``files`` and the worked kernels), its output and its exit status. With ``pick``, the

@@ -19,8 +19,10 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -446,3 +448,59 @@ def test_under_torchrun_a_hung_rank_is_reported_and_exits_with_its_stack(tmp_pat
     assert not (tmp_path / "rank1.txt").exists()  # the hung rank never returned
     assert "rank 1 (node 0) is still inside the candidate's call" in proc.stderr, proc.stderr
     assert re.search(r'File ".*sharded_candidates.py", line \d+ in hangs_on_rank_1', proc.stderr)
+
+
+# --- the heartbeat's rules, without processes ------------------------------------------------
+
+
+def _liveness(peers: list[tuple[str, str, int]], *, rank: int = 0) -> Any:
+    """A ``_Liveness`` of rank ``rank`` over ``peers`` (node, host, pid), with no store."""
+    from embedding_equivalence.distributed._torchrun import _Liveness, _Peer
+
+    liveness = _Liveness.__new__(_Liveness)
+    liveness.rank = rank
+    liveness.peers = [_Peer(r, node, host, pid) for r, (node, host, pid) in enumerate(peers)]
+    liveness.me = liveness.peers[rank]
+    liveness.store_lost = False
+    now = time.monotonic()
+    liveness._beats = {p.rank: (b"1", now) for p in liveness.peers}
+    return liveness
+
+
+def test_a_rank_on_another_host_is_lost_when_its_beat_stops_for_the_limit() -> None:
+    from embedding_equivalence.distributed._torchrun import _LOST_AFTER
+
+    me = os.getpid()
+    liveness = _liveness(
+        [("node 0", "a", me), ("node 0", "a", me), ("node 1", "b", 1), ("node 1", "b", 1)]
+    )
+    now = time.monotonic()
+    liveness._beats[2] = (b"7", now - _LOST_AFTER - 1)  # stopped beating past the limit
+    liveness._beats[3] = (b"7", now - _LOST_AFTER + 3)  # stopped, within the limit
+    assert liveness.lost_now() == [2]
+    liveness._beats[3] = (b"7", now - _LOST_AFTER - 1)
+    assert liveness.lost_now() == [2, 3]
+    assert liveness.describe([2, 3]) == "ranks 2, 3 (node 1, all of its ranks)"
+    assert liveness.describe([2]) == "rank 2 (node 1, which has ranks 2, 3)"
+
+
+def test_when_the_store_stops_answering_rank_0s_node_is_lost() -> None:
+    me = os.getpid()
+    liveness = _liveness(
+        [("node 0", "a", 1), ("node 0", "a", 1), ("node 1", "b", me), ("node 1", "b", me)],
+        rank=2,
+    )
+    assert liveness.lost_now() == []  # every beat is fresh
+    liveness.store_lost = True  # the store lives with rank 0's launcher
+    assert liveness.lost_now() == [0, 1]
+
+
+def test_a_rank_on_this_host_is_lost_when_its_process_is_gone() -> None:
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    me = os.getpid()
+    liveness = _liveness(
+        [("node 0", "a", me), ("node 0", "a", int(gone.stdout)), ("node 0", "a", me)]
+    )
+    liveness._beats[1] = (b"1", time.monotonic())  # a fresh beat does not keep it alive
+    assert liveness.lost_now() == [1]

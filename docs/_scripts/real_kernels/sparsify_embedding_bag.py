@@ -161,8 +161,10 @@ DEFECTS = (
 def verify() -> dict[str, Any]:
     """Probe xformers_embedding_bag (sums only); the entry's JSON."""
     # Its backward launches a program for every 8 rows of the table, whatever the batch:
-    # under the interpreter, tables of up to 1,024 rows keep a call within seconds.
-    fixed = {"modes": ["sum"], "vocab_sizes": [1, 1024]}
+    # under the interpreter, tables of up to 1,024 rows keep a call within seconds. Random
+    # examples only: with the boundary phase (bags of up to 2**16 ids, 2**17 bags), one
+    # passing call ran for more than 10 minutes under the interpreter on the 2-core machine.
+    fixed = {"modes": ["sum"], "vocab_sizes": [1, 1024], "boundaries": False}
     probe = Probe(
         "verify_embedding_bag",
         f"{__name__}:sparsify_embedding_bag",
@@ -184,4 +186,9 @@ def verify() -> dict[str, Any]:
         execute(Run("input checked first, table padded to 8k rows, tensors in every layout",
                     "verify_embedding_bag", f"{__name__}:rows8_sparsify_embedding_bag", layouts))
     )  # fmt: skip
-    return entry_result("sparsify_embedding_bag", records, probe.notes, DEFECTS)
+    note = (
+        "every call runs random examples only (boundaries=False): under Triton's interpreter, "
+        "one program at a time, a passing call with the boundary phase (bags of up to 2**16 "
+        "ids, 2**17 bags) ran for more than 10 minutes on the 2-core machine"
+    )
+    return entry_result("sparsify_embedding_bag", records, [note, *probe.notes], DEFECTS)

@@ -4,14 +4,15 @@
   the machine that produced it; the page renders each entry from it without any library.
 - The verdict kinds are read from the verifiers' own messages.
 - Each entry whose library is installed replays its recorded calls in a child process and
-  must get the recorded verdicts: every failing call, with its own budget and seed, and of the
-  passing calls the last of each probe (everything that passed, together, which covers the
-  dtypes, modes and options of the passing calls before it) and the bad-input call, with a few
-  examples each. Calls on more than two ranks are left out. The libraries are imported only
-  in that child: they warn on import (which this suite turns into errors), register torch
-  ops, and fbgemm warns inside its backward pass, which under ``filterwarnings = error`` would
-  change the verdicts. The child has a timeout, and no process of it (nor of its ranks) may
-  outlive the test.
+  must get the recorded verdicts: the first failing call (the entry's headline finding), as
+  recorded, boundary phase, budget and seed included, and of the passing calls the last of
+  each probe (everything that passed, together, which covers the dtypes, modes and options of
+  the passing calls before it) and the bad-input call, with a few random examples each
+  (``generate.py`` makes every call again). Calls on more than two ranks are left out. The
+  libraries are imported only in that child: they warn on import (which this suite turns into
+  errors), register torch ops, and fbgemm warns inside its backward pass, which under
+  ``filterwarnings = error`` would change the verdicts. The child has a timeout, and no
+  process of it (nor of its ranks) may outlive the test.
 
 Installing the libraries: scripts/install-real-kernels.sh.
 """

@@ -222,8 +222,8 @@ class _Liveness:
                             self._beats[peer.rank] = (value, now)
             if self.on_lost is not None and self.lost_now():
                 self.on_lost()
-            if self.in_call and not self.store_lost:
-                self._check_hung()
+            if self.in_call and self.rank != 0 and not self.store_lost:
+                self._check_hung()  # rank 0 writes the report: it is never the one reported
 
     def _check_hung(self) -> None:
         """Exit if rank 0 ended the run while this rank stays inside the candidate's call.

@@ -97,6 +97,8 @@ def hand_written_vocab_parallel(
     chunk = vocab // world if bug == "floor_chunking" else math.ceil(vocab / world)
     start = min(rank * chunk, vocab)
     stop = vocab if bug == "floor_chunking" and rank == world - 1 else min(start + chunk, vocab)
+    if bug == "large_shard_ends_one_row_early" and stop - start > BLOCK_ROWS and stop < vocab:
+        stop -= 1  # the blocked path's inclusive end taken for an exclusive one (not at V)
     if bug == "offset_from_own_shard_size":  # every share taken to be as large as this one
         rows = weight.to_local().shape[0]
         start, stop = rank * rows, rank * rows + rows
@@ -313,38 +315,15 @@ EDGE_V, EDGE_D = 2**17 + 2, 32
 BLOCK_ROWS = 1 << 16
 
 
-def blocked_vocab_parallel(
-    input: torch.Tensor,
-    weight: DTensor,
-    padding_idx: int | None = None,
-    max_norm: float | None = None,
-    norm_type: float = 2.0,
-    scale_grad_by_freq: bool = False,
-) -> torch.Tensor:
-    """A vocab-parallel lookup whose path for shards of more than 2**16 rows ends one row early.
-
-    The blocked path takes the end of its last block, ``stop - 1`` (inclusive), for an
-    exclusive bound, except on the last rank, where it is clamped to ``V``: the last row of
-    every other rank's large shard reads zeros. Small shards, and the last rank, are right.
-    """
-    del padding_idx, max_norm, norm_type, scale_grad_by_freq  # the test passes none
-    group = weight.device_mesh.get_group()
-    world, rank = dist.get_world_size(group), dist.get_rank(group)
-    vocab = weight.shape[0]
-    check_ids_in_range(input, vocab, "blocked_vocab_parallel")
-    start, stop = shard_range(vocab, world, rank)
-    end = stop - 1 if stop - start > BLOCK_ROWS and stop < vocab else stop
-    flat = input.reshape(-1).long()
-    owned = (flat >= start) & (flat < end)
-    local = weight.to_local()
-    if stop == start:
-        partial = local.new_zeros((flat.shape[0], 0)) @ local
-    else:
-        rows = torch.nn.functional.embedding(torch.where(owned, flat - start, 0), local)
-        partial = torch.where(owned[:, None], rows, torch.zeros_like(rows))
-    out = AllReduceForwardIdentityBackward.apply(partial, group)
-    assert isinstance(out, torch.Tensor)
-    return out.reshape(*input.shape, weight.shape[1])
+blocked_vocab_parallel = _mutant(
+    hand_written_vocab_parallel,
+    "large_shard_ends_one_row_early",
+    "blocked_vocab_parallel",
+    "A vocab-parallel lookup whose path for shards of more than 2**16 rows ends one row early: "
+    "it takes the end of its last block, ``stop - 1`` (inclusive), for an exclusive bound, except "
+    "on the last rank, where it is clamped to ``V``, so the last row of every other rank's large "
+    "shard reads zeros. Small shards, and the last rank, are right.",
+)
 
 
 #: Mutants wrong only at sizes of their own: each is caught at ``vocab_sizes=EDGE_V,

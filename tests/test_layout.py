@@ -1,4 +1,4 @@
-"""The package's shape: no import circle, no source file over 800 lines.
+"""The package's shape: no import circle, no source file over 800 lines, at most 10,000 code lines.
 
 Imports are read from the source (every ``import`` statement, also those inside functions: a
 lazy import is still an edge), so a circle is found before it bites at run time.
@@ -7,11 +7,16 @@ lazy import is still an edge), so a circle is found before it bites at run time.
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "src" / "embedding_equivalence"
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "docs" / "_scripts"))  # the docs' package_size, as the page uses it
+import package_size  # noqa: E402
+
+PACKAGE = ROOT / "src" / "embedding_equivalence"
 NAME = "embedding_equivalence"
 MAX_LINES = 800
 
@@ -147,3 +152,31 @@ def test_a_layer_never_imports_a_layer_above_it(layer: str) -> None:
         if any(target == f or target.startswith(f + ".") for f in forbidden)
     )
     assert not found, found
+
+
+def test_the_package_holds_at_most_10_000_code_lines() -> None:
+    total = sum(package_size.by_folder(PACKAGE).values(), package_size.Lines())
+    assert total.code <= package_size.CODE_LINES_GOAL, package_size.table(PACKAGE)
+
+
+SAMPLE = '''"""Module docstring,
+
+two paragraphs."""
+
+# a comment
+x = 1  # code with a comment
+y = """a string,
+
+not a docstring"""
+
+
+def f():
+    """One line."""
+    return x
+'''
+
+
+def test_code_lines_are_told_from_docstrings_comments_and_blanks() -> None:
+    lines = package_size.count(SAMPLE)
+    assert (lines.code, lines.docstring, lines.comment, lines.blank) == (6, 4, 1, 3)
+    assert lines.total == SAMPLE.count("\n")

@@ -1,11 +1,11 @@
 """Run the pages' shared helpers ahead of the site builders (``warm_shared.py`` in CI).
 
-CI starts this beside its two site builders, with the same ``EMBEDDING_DOCS_CACHE``: it runs
-the helpers that [`shared_results.shared`][] stores, the longest first, while the builders
-render the pages before them. A builder that reaches a helper finds its result, or waits on
-its lock while this process finishes it; so the helpers' work runs once, on the core the
-builders leave free. A helper that fails here is only reported: the builder that reaches it
-runs it itself, and fails the build if it fails there too.
+CI starts this beside its first site builder (mkdocs), with the same ``EMBEDDING_DOCS_CACHE``:
+it runs the helpers that [`shared_results.shared`][] stores while the builder runs the pages
+before them. The builder that reaches a helper finds its result, or waits on its lock while
+this process finishes it, or runs it itself when this process has not started it yet; so the
+pages' code runs on both cores, once. A helper that fails here is only reported: the builder
+that reaches it runs it itself, and fails the build if it fails there too.
 """
 
 from __future__ import annotations
@@ -21,18 +21,22 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-#: ``(module, function, arguments)``: each call as its page makes it, the longest first.
+#: ``(module, function, arguments)``: each call as its page makes it. The builder reaches them
+#: in the order of the pages (Verify, then Triton from its first step down, then Keras); this
+#: list starts with the Verify page's, then the Triton page's commands (its longest), then the
+#: rest from the last page up: the builder and this process meet in the middle instead of
+#: waiting on each other.
 WARM: list[tuple[str, str, tuple[str, ...]]] = [
+    ("verify_page", "pytest_plugin_demo", ()),
     ("triton_page", "demo", ("pytest",)),
     ("triton_page", "demo", ("cli",)),
-    ("verify_page", "pytest_plugin_demo", ()),
-    ("keras_backends", "measure_all", ()),
-    ("triton_page", "step", ("verify",)),
-    ("triton_page", "step", ("limit",)),
-    ("triton_page", "step", ("bug",)),
     ("triton_page", "demo", ("cli without the switch",)),
     ("triton_page", "step", ("race",)),
+    ("keras_backends", "measure_all", ()),
+    ("triton_page", "step", ("limit",)),
+    ("triton_page", "step", ("bug",)),
     ("triton_page", "step", ("cost",)),
+    ("triton_page", "step", ("verify",)),
 ]
 
 

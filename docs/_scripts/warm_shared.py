@@ -21,22 +21,22 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-#: ``(module, function, arguments)``: each call as its page makes it. The builder reaches them
-#: in the order of the pages (Verify, then Triton from its first step down, then Keras); this
-#: list starts with the Verify page's, then the Triton page's commands (its longest), then the
-#: rest from the last page up: the builder and this process meet in the middle instead of
-#: waiting on each other.
+#: ``(module, function, arguments)``: each call as its page makes it. mkdocs renders the pages
+#: in the order of their files (sharded, tensorflow-keras, triton, verify) and reaches the
+#: helpers in that order; this list starts with the longest (the Triton page's pytest run), then
+#: takes the others from the last one the builder reaches back to the first, so that the two
+#: meet in the middle instead of waiting on each other.
 WARM: list[tuple[str, str, tuple[str, ...]]] = [
-    ("verify_page", "pytest_plugin_demo", ()),
     ("triton_page", "demo", ("pytest",)),
-    ("triton_page", "demo", ("cli",)),
-    ("triton_page", "demo", ("cli without the switch",)),
+    ("verify_page", "pytest_plugin_demo", ()),
     ("triton_page", "step", ("race",)),
-    ("keras_backends", "measure_all", ()),
+    ("triton_page", "demo", ("cli without the switch",)),
+    ("triton_page", "demo", ("cli",)),
     ("triton_page", "step", ("limit",)),
     ("triton_page", "step", ("bug",)),
     ("triton_page", "step", ("cost",)),
     ("triton_page", "step", ("verify",)),
+    ("keras_backends", "measure_all", ()),
 ]
 
 

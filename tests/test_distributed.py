@@ -396,27 +396,48 @@ def test_sharded_boundaries_sit_at_every_shard_edge(sharding: str, world: int) -
 # --- under torchrun ------------------------------------------------------------------------
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize(
-    ("candidate", "sharding", "failure"),
-    [
-        ("embedding_equivalence.distributed:dim_parallel_embedding", "dim", None),
-        ("sharded_mutants:all_reduce_missing", "vocab", r"out\["),
-        ("sharded_candidates:raises_on_rank_1", "vocab", r".* on rank 1 raised ValueError"),
-    ],
-    ids=["dim-form", "mutant", "a-rank-raises"],
-)
-def test_under_torchrun_every_rank_gets_the_report(
-    candidate: str, sharding: str, failure: str | None, tmp_path: Path
-) -> None:
+#: Verified in turn by one torchrun launch (two ranks), the last one a rank that raises:
+#: ``(id, candidate, sharding, the report's failure or None for a pass)``.
+UNDER_TORCHRUN = [
+    ("dim-form", "embedding_equivalence.distributed:dim_parallel_embedding", "dim", None),
+    ("mutant", "sharded_mutants:all_reduce_missing", "vocab", r"out\["),
+    (
+        "a-rank-raises",
+        "sharded_candidates:raises_on_rank_1",
+        "vocab",
+        r".* on rank 1 raised ValueError",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def under_torchrun(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One ``torchrun --standalone`` launch that verifies every candidate of ``UNDER_TORCHRUN``.
+
+    The launch (a launcher and two ranks, each importing torch) costs more than the three
+    verifications it runs, so the tests below share it, as they would share a process group.
+    """
+    out = tmp_path_factory.mktemp("torchrun")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), *sys.path])}
     command = [
         sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-        str(TESTS / "torchrun_verify.py"), candidate, sharding, "20", str(tmp_path), "3",
+        str(TESTS / "torchrun_verify.py"), ",".join(c for _, c, _, _ in UNDER_TORCHRUN),
+        ",".join(s for _, _, s, _ in UNDER_TORCHRUN), "20", str(out), "3",
     ]  # fmt: skip
-    proc = subprocess.run(command, capture_output=True, text=True, timeout=180, env=env)
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=240, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    lines = [(tmp_path / f"rank{r}.txt").read_text() for r in range(2)]
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("index", "sharding", "failure"),
+    [pytest.param(i, s, f, id=name) for i, (name, _, s, f) in enumerate(UNDER_TORCHRUN)],
+)
+def test_under_torchrun_every_rank_gets_the_report(
+    under_torchrun: Path, index: int, sharding: str, failure: str | None
+) -> None:
+    lines = [(under_torchrun / str(index) / f"rank{r}.txt").read_text() for r in range(2)]
     assert [line.split(":")[0] for line in lines] == ["rank 0 of 2", "rank 1 of 2"]
     for line in lines:
         assert f"passed={failure is None}" in line

@@ -1,11 +1,11 @@
 """Two torchrun launchers on this machine, standing in for two nodes (2 ranks each, world 4).
 
-The slow tier only: each test starts two launchers (``--node-rank`` with a master address, or
-the c10d rendezvous, where node ranks follow the order of arrival) that run
-``tests/torchrun_verify.py`` or ``embedding-equivalence verify --sharding vocab``. The verifier
-runs on the group they form; a lost node (one launcher killed with its process group) and one
-rank killed alone must come back on every surviving rank as a failing report that names the
-lost ranks within 30 s, and every process must exit by itself.
+The slow tier only: each test (or the launch that two tests share) starts two launchers
+(``--node-rank`` with a master address, or the c10d rendezvous, where node ranks follow the
+order of arrival) that run ``tests/torchrun_verify.py`` or ``embedding-equivalence verify
+--sharding vocab``. The verifier runs on the group they form; a lost node (one launcher killed
+with its process group) and one rank killed alone must come back on every surviving rank as a
+failing report that names the lost ranks within 30 s, and every process must exit by itself.
 
 Start-up is slow on a loaded machine (each launcher starts Python and torch, the rendezvous
 waits for both, then four ranks import torch), so it has its own generous timeout, apart from
@@ -74,27 +74,52 @@ def _nothing_left(tmp_path: Path) -> Iterator[None]:
     assert not _ours(tmp_path), "a launcher or rank outlived its test"
 
 
-@pytest.mark.parametrize("rdzv", ["static", "c10d"])
-def test_the_verifier_runs_on_two_launchers(rdzv: str, tmp_path: Path) -> None:
-    with two_nodes(
-        [SCRIPT, FORM, "vocab", "10", str(tmp_path), "20"], tmp_path, rdzv=rdzv
-    ) as nodes:
-        left = wait_gone(nodes, STARTUP + RUN)
-        assert not left, logs(tmp_path)
-        assert [n.process.returncode for n in nodes] == [0, 0], logs(tmp_path)
-    lines = rank_lines(tmp_path)
-    assert sorted(lines) == [0, 1, 2, 3], logs(tmp_path)
+@pytest.fixture(scope="module")
+def static_launch(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One pair of launchers (``--node-rank``, static rendezvous) whose ranks verify the package's
+    form and then a sharded mutant on one group: ``OUT/0`` and ``OUT/1`` hold their lines.
+
+    Starting two launchers and four ranks costs more than the two verifications, so the two
+    tests below share the launch; each process is gone when it returns.
+    """
+    out = tmp_path_factory.mktemp("static")
+    candidates = f"{FORM},sharded_mutants:all_reduce_missing"
+    with two_nodes([SCRIPT, candidates, "vocab,vocab", "10", str(out), "20"], out) as nodes:
+        assert not wait_gone(nodes, STARTUP + RUN), logs(out)
+        assert [n.process.returncode for n in nodes] == [0, 0], logs(out)
+    deadline = time.monotonic() + 10
+    while _ours(out) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _ours(out), "a launcher or rank outlived its launch"
+    return out
+
+
+def _assert_every_rank_passed(out: Path) -> None:
+    lines = rank_lines(out)
+    assert sorted(lines) == [0, 1, 2, 3], lines
     for rank, line in lines.items():
         assert line.startswith(f"rank {rank} of 4: passed=True examples="), line
         assert "world=4" in line
 
 
-def test_a_sharded_bug_is_caught_on_every_rank_of_both_launchers(tmp_path: Path) -> None:
-    args = [SCRIPT, "sharded_mutants:all_reduce_missing", "vocab", "10", str(tmp_path), "20"]
-    with two_nodes(args, tmp_path) as nodes:
-        assert not wait_gone(nodes, STARTUP + RUN), logs(tmp_path)
-    lines = rank_lines(tmp_path)
-    assert sorted(lines) == [0, 1, 2, 3], logs(tmp_path)
+def test_the_verifier_runs_on_two_launchers(static_launch: Path) -> None:
+    _assert_every_rank_passed(static_launch / "0")
+
+
+def test_the_verifier_runs_on_two_launchers_with_the_c10d_rendezvous(tmp_path: Path) -> None:
+    """The c10d rendezvous: node ranks follow the order in which the launchers arrive."""
+    with two_nodes(
+        [SCRIPT, FORM, "vocab", "10", str(tmp_path), "20"], tmp_path, rdzv="c10d"
+    ) as nodes:
+        left = wait_gone(nodes, STARTUP + RUN)
+        assert not left, logs(tmp_path)
+        assert [n.process.returncode for n in nodes] == [0, 0], logs(tmp_path)
+    _assert_every_rank_passed(tmp_path)
+
+
+def test_a_sharded_bug_is_caught_on_every_rank_of_both_launchers(static_launch: Path) -> None:
+    lines = rank_lines(static_launch / "1")
+    assert sorted(lines) == [0, 1, 2, 3], lines
     assert all("passed=False" in line and "failure=out[" in line for line in lines.values())
     assert len({line.split(":", 1)[1] for line in lines.values()}) == 1  # the same report
 

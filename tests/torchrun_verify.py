@@ -6,7 +6,10 @@ Usage: torchrun ... torchrun_verify.py CANDIDATE SHARDING EXAMPLES OUT [TIMEOUT]
 
 Each rank writes its line to ``OUT/rank<r>.txt`` (and prints it), its pid to
 ``OUT/rank<r>.pid`` once it has joined, and ``OUT/rank<r>.json``: when it joined the process
-group and when the report came back (``time.time()``), and the report's start-up seconds. It
+group and when the report came back (``time.time()``), and the report's start-up seconds.
+``CANDIDATE`` and ``SHARDING`` may list several, joined by commas: the ranks then verify each
+in turn on the one process group (a test module's runs share one launch), and the lines of the
+``i``-th go to ``OUT/<i>/``. It
 exits 1 when ranks were lost (a failing report of another kind exits 0, for the tests that
 read it), so that torchrun does not wait at its exit barrier (300 s) for a launcher that is
 gone. ``slow_vocab_parallel`` is a correct kernel that takes 0.2 s a call and marks
@@ -49,13 +52,9 @@ def slow_vocab_parallel(input: torch.Tensor, weight: Any, **options: Any) -> tor
 
 
 def main() -> int:
-    """Verify ``CANDIDATE`` on the group torchrun describes; write this rank's line."""
-    candidate, sharding, examples, out = (
-        sys.argv[1],
-        sys.argv[2],
-        int(sys.argv[3]),
-        Path(sys.argv[4]),
-    )
+    """Verify each ``CANDIDATE`` on the group torchrun describes; write this rank's lines."""
+    candidates, shardings = sys.argv[1].split(","), sys.argv[2].split(",")
+    examples, out = int(sys.argv[3]), Path(sys.argv[4])
     timeout = float(sys.argv[5]) if len(sys.argv) > 5 else 20.0
     os.environ[MARK_ENV] = str(out / "running")
     # Joining waits for every rank to start: a loaded machine gets a generous start-up timeout.
@@ -63,19 +62,23 @@ def main() -> int:
     rank, world = dist.get_rank(), dist.get_world_size()
     joined = time.time()
     (out / f"rank{rank}.pid").write_text(str(os.getpid()))
-    report = verify_sharded_embedding(
-        candidate, sharding=sharding, max_examples=examples, seed=0, timeout=timeout
-    )
-    returned = time.time()
-    first_line = (report.failure or "").splitlines()[0] if report.failure else ""
-    line = (
-        f"rank {rank} of {world}: passed={report.passed} examples={report.examples} "
-        f"(boundaries {report.boundary_examples}) world={report.world_size} failure={first_line}"
-    )
-    (out / f"rank{rank}.txt").write_text(line)
-    times = {"joined": joined, "returned": returned, "startup_seconds": report.startup_seconds}
-    (out / f"rank{rank}.json").write_text(json.dumps(times))
-    print(line, flush=True)
+    for i, (candidate, sharding) in enumerate(zip(candidates, shardings, strict=True)):
+        report = verify_sharded_embedding(
+            candidate, sharding=sharding, max_examples=examples, seed=0, timeout=timeout
+        )
+        returned = time.time()
+        first_line = (report.failure or "").splitlines()[0] if report.failure else ""
+        line = (
+            f"rank {rank} of {world}: passed={report.passed} examples={report.examples} "
+            f"(boundaries {report.boundary_examples}) world={report.world_size} "
+            f"failure={first_line}"
+        )
+        folder = out / str(i) if len(candidates) > 1 else out
+        folder.mkdir(exist_ok=True)
+        (folder / f"rank{rank}.txt").write_text(line)
+        times = {"joined": joined, "returned": returned, "startup_seconds": report.startup_seconds}
+        (folder / f"rank{rank}.json").write_text(json.dumps(times))
+        print(line, flush=True)
     dist.destroy_process_group()
     broken = broken_group()
     if broken is None:

@@ -13,6 +13,12 @@ from __future__ import annotations
 
 import os
 
+# One intra-op thread in every process the suite starts (ranks, launchers, CLI runs, reruns,
+# repros), as in this process below: pytest-xdist already runs a worker per core, and a second
+# OpenMP thread per process only spins against the other workers. (The package's pytest plugin
+# has imported torch already, so this process gets its one thread from set_num_threads.)
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 import pytest
 import torch
 from hypothesis import HealthCheck, settings

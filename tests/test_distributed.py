@@ -301,6 +301,18 @@ def test_start_up_is_not_bounded_by_the_call_timeout() -> None:
 
 
 @pytest.mark.slow
+def test_importing_the_candidate_is_start_up_not_a_call() -> None:
+    # The module sleeps 4 s when imported; a call may take 3 s: the ranks import it before
+    # the first call, under the start-up timeout, and every call is well within its own.
+    report = verify_sharded_embedding(
+        "slow_import_candidate:vocab_parallel_embedding",
+        seed=SEED, max_examples=3, boundaries=False, timeout=3,
+    )  # fmt: skip
+    assert report.passed, report.failure
+    assert report.examples == 3
+
+
+@pytest.mark.slow
 def test_a_rank_that_raises_while_the_others_wait_is_a_failing_report() -> None:
     # The random phase alone: its shrinking calls again after the failure, on a restarted group.
     report = verify_sharded_embedding(

@@ -16,7 +16,10 @@ so that it can notice a rank that raises, hangs or dies while the others wait in
 
 Start-up has its own timeout (``startup_timeout``, 120 s by default), separate from a call's
 (``timeout``): on a loaded machine starting Python, importing torch and joining the group can take
-far longer than a call, and a slow start is not a hung rank.
+far longer than a call, and a slow start is not a hung rank. What a rank does once per
+candidate, importing its module and building the device mesh, is start-up too: before a
+candidate's first call the ranks prepare it under the start-up timeout, so that a call's timeout
+bounds the call alone.
 
 Workers are ended by their pid: at `WorkerGroup.close`, when the group is restarted, and
 when this process exits. Each worker also asks Linux to kill it if this process dies. Inside
@@ -38,7 +41,7 @@ import tempfile
 import time
 import weakref
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from multiprocessing.connection import Connection, Listener, wait
 from typing import Any
@@ -63,6 +66,8 @@ __all__ = [
     "shared_workers",
 ]
 
+#: The first item of the request that has a rank import a candidate (see ``_prepare``).
+PREPARE = "prepare the candidate"
 #: Environment variable that raises the default per-call timeout (seconds).
 TIMEOUT_ENV = "EMBEDDING_EQUIVALENCE_DISTRIBUTED_TIMEOUT"
 #: Seconds a call may take on every rank before the group is declared hung.
@@ -130,6 +135,7 @@ class _Worker:
     process: subprocess.Popen[bytes]
     log: Any  # the temporary file that holds its stdout and stderr
     conn: Connection | None = None
+    prepared: set[str] = field(default_factory=set)  # candidates this rank has imported
 
     def tail(self, lines: int = 15) -> str:
         self.log.flush()
@@ -412,23 +418,28 @@ class WorkerGroup:
         return conns
 
     def _wait_ready(self) -> None:
+        self._await_every_rank("joining the process group", "did not join the process group")
+
+    def _await_every_rank(self, doing: str, failure: str) -> None:
+        """Wait for one message from every rank, under the start-up timeout.
+
+        Raises:
+            GroupFailure: a rank died while ``doing`` it, or ``failure`` in time (hung).
+        """
         pending = {r: c for c, r in self._connections().items()}
         deadline = time.monotonic() + self.startup_timeout
         while pending:
-            ready = wait(list(pending.values()), timeout=0.2)
-            for conn in ready:
+            for conn in wait(list(pending.values()), timeout=0.2):
                 assert isinstance(conn, Connection)
                 rank = next(r for r, c in pending.items() if c is conn)
                 try:
                     receive(conn)
                 except (EOFError, OSError):
-                    self._raise_if_dead("joining the process group")
+                    self._raise_if_dead(doing)
                 pending.pop(rank)
-            self._raise_if_dead("joining the process group")
+            self._raise_if_dead(doing)
             if pending and time.monotonic() > deadline:
-                self._fail(
-                    sorted(pending), "hung", "did not join the process group", self.startup_timeout
-                )
+                self._fail(sorted(pending), "hung", failure, self.startup_timeout)
 
     def _raise_if_dead(self, doing: str) -> None:
         dead = [w for w in self._workers if w.process.poll() is not None]
@@ -478,6 +489,7 @@ class WorkerGroup:
         """
         if not self._workers:
             self.start()
+        self._prepare(request[0])
         self._busy = True
         for w in self._workers:
             assert w.conn is not None
@@ -524,6 +536,21 @@ class WorkerGroup:
             )
         self._shut_down()  # restarted by the next run
         return self._ordered(outcomes)
+
+    def _prepare(self, candidate: str) -> None:
+        """Have every rank import ``candidate`` and build its mesh, under the start-up timeout.
+
+        Once per candidate and set of workers. A rank that cannot import it answers at once:
+        its call then reports the import error, as before.
+        """
+        if all(candidate in w.prepared for w in self._workers):
+            return
+        for w in self._workers:
+            assert w.conn is not None
+            send(w.conn, (PREPARE, candidate))
+        self._await_every_rank("importing the candidate", "did not import the candidate")
+        for w in self._workers:
+            w.prepared.add(candidate)
 
     def _ordered(self, outcomes: dict[int, Outcome]) -> list[Outcome]:
         waiting = [o for o in outcomes.values() if isinstance(o.error, StillWaiting)]

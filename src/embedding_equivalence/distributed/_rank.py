@@ -30,7 +30,7 @@ from .._engine.check import Outcome
 from .._engine.repro import import_reference
 from ._large import ShardedCall, run_large_on_rank, wants_backward
 
-__all__ = ["SHARDINGS", "load_candidate", "run_on_rank", "shutdown_group"]
+__all__ = ["SHARDINGS", "load_candidate", "prepare_on_rank", "run_on_rank", "shutdown_group"]
 
 #: The shardings and the dimension of the table each splits.
 SHARDINGS: dict[str, int] = {"vocab": 0, "dim": 1}
@@ -44,6 +44,23 @@ def load_candidate(reference: str) -> Callable[..., Any]:
     if reference not in _CANDIDATES:
         _CANDIDATES[reference] = import_reference(reference)
     return _CANDIDATES[reference]
+
+
+def prepare_on_rank(candidate: str, *, device: str = "cpu") -> str | None:
+    """Import ``candidate`` and build this rank's mesh: what its first call would do first.
+
+    The parent waits for this under the start-up timeout, so that a call's timeout bounds the
+    call alone.
+
+    Returns:
+        ``None``, or why the candidate could not be imported (its first call reports it).
+    """
+    _mesh(device)
+    try:
+        load_candidate(candidate)
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
 
 
 def _mesh(device: str) -> DeviceMesh:

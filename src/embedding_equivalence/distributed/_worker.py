@@ -8,7 +8,8 @@ package, torch, and the candidate's module (by name), so a script without an
 It connects back to the parent over a local socket (an authenticated
 `multiprocessing.connection`), joins the process group through the parent's TCP store under
 the start-up timeout, narrows the group's timeout to a call's, then serves requests until told
-to stop or until the parent goes away.
+to stop or until the parent goes away: a candidate's preparation (its import and the mesh,
+before its first call), and calls.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from multiprocessing.connection import Client
 import torch
 import torch.distributed as dist
 
-from ._group import narrow_timeout, receive, send
-from ._rank import run_on_rank, shutdown_group
+from ._group import PREPARE, narrow_timeout, receive, send
+from ._rank import prepare_on_rank, run_on_rank, shutdown_group
 
 __all__ = ["main"]
 
@@ -73,7 +74,10 @@ def main() -> None:
                 return  # the parent is gone
             if request is None:
                 return
-            send(conn, run_on_rank(*request, device=device))
+            if request[0] == PREPARE:
+                send(conn, prepare_on_rank(request[1], device=device))
+            else:
+                send(conn, run_on_rank(*request, device=device))
     finally:
         shutdown_group()
 

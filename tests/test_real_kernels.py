@@ -218,6 +218,18 @@ def _processes_with(token: str) -> list[int]:
     return found
 
 
+def test_a_replay_reads_the_thread_count_its_entry_was_recorded_with(
+    entries: dict[str, Any],
+) -> None:
+    from real_kernels._common import machine, recorded_threads
+
+    assert recorded_threads(machine()) == torch.get_num_threads()
+    assert recorded_threads("x86_64, 2 CPUs, 2 torch threads") == 2
+    assert all(recorded_threads(e["machine"]) >= 1 for e in entries.values() if "machine" in e)
+    with pytest.raises(ValueError, match="names no thread count"):
+        recorded_threads("x86_64, 2 CPUs")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.id)
 def test_the_entry_replays_its_recorded_verdicts(entry: Entry, entries: dict[str, Any]) -> None:
@@ -229,12 +241,9 @@ def test_the_entry_replays_its_recorded_verdicts(entry: Entry, entries: dict[str
         )
     token = f"RK_TEST_TOKEN={uuid.uuid4().hex}"
     name, _, value = token.partition("=")
-    # The threads it was recorded with: inductor's CPU backward of F.embedding fails to compile
-    # with two threads and compiles with one (the suite gives its processes one).
-    threads = re.search(r"(\d+) torch threads", entries[entry.id]["machine"])
-    assert threads, f"{entry.id}: the recorded machine names no thread count"
-    env = {name: value, "OMP_NUM_THREADS": threads.group(1)}
-    status, results = run_child(entry.id, small=SMALL, timeout=TIMEOUTS[entry.id], env=env)
+    status, results = run_child(
+        entry.id, small=SMALL, timeout=TIMEOUTS[entry.id], env={name: value}
+    )
     if status == MISSING:
         pytest.skip(results["missing"])
     try:

@@ -468,6 +468,21 @@ def machine() -> str:
     return f"{platform.machine()}, {os.cpu_count()} CPUs, {torch.get_num_threads()} torch threads"
 
 
+def recorded_threads(described: str) -> int:
+    """The torch threads of a machine that [`machine`][] described.
+
+    A replay runs with them: inductor's CPU backward of ``F.embedding`` fails to compile with
+    two threads and compiles with one, so a verdict may hold only at its thread count.
+
+    Raises:
+        ValueError: ``described`` names no thread count.
+    """
+    found = re.search(r"(\d+) torch threads", described)
+    if found is None:
+        raise ValueError(f"the recorded machine {described!r} names no thread count")
+    return int(found.group(1))
+
+
 def _found_lines(records: list[dict[str, Any]]) -> list[str]:
     """The failing runs' findings, one line each, then one line for the passing runs."""
     lines = [f"{r['label']}: {r['found']}" for r in records if not r["passed"]]

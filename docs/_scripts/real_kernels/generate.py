@@ -122,7 +122,10 @@ def child(entry_id: str, out: Path, small: int | None, known: Path | None) -> in
     if small is None:
         result: Any = module.verify()
     else:
+        import torch
+
         recorded = json.loads(JSON_PATH.read_text(encoding="utf-8"))["entries"][entry_id]
+        torch.set_num_threads(_common.recorded_threads(recorded["machine"]))
         result = _common.replay(recorded["runs"], small)
     write("result", result)
     return 0

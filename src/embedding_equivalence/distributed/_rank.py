@@ -14,6 +14,7 @@ CPU tensor or text, so it pickles.
 
 from __future__ import annotations
 
+import contextlib
 import pickle
 import time
 import traceback
@@ -46,21 +47,16 @@ def load_candidate(reference: str) -> Callable[..., Any]:
     return _CANDIDATES[reference]
 
 
-def prepare_on_rank(candidate: str, *, device: str = "cpu") -> str | None:
+def prepare_on_rank(candidate: str, *, device: str = "cpu") -> None:
     """Import ``candidate`` and build this rank's mesh: what its first call would do first.
 
     The parent waits for this under the start-up timeout, so that a call's timeout bounds the
-    call alone.
-
-    Returns:
-        ``None``, or why the candidate could not be imported (its first call reports it).
+    call alone. A candidate that cannot be imported is left to its first call, which reports
+    why in its outcome.
     """
     _mesh(device)
-    try:
+    with contextlib.suppress(Exception):
         load_candidate(candidate)
-    except Exception as exc:
-        return f"{type(exc).__name__}: {exc}"
-    return None
 
 
 def _mesh(device: str) -> DeviceMesh:

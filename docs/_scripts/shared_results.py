@@ -61,11 +61,16 @@ def _sources_digest() -> str:
     return digest.hexdigest()
 
 
-def _version(distribution: str) -> str | None:
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return None
+@functools.cache
+def _versions() -> dict[str, str | None]:
+    """The installed version of each of [`MEASURED`][] (``None`` where it is absent)."""
+    found: dict[str, str | None] = {}
+    for distribution in MEASURED:
+        try:
+            found[distribution] = importlib.metadata.version(distribution)
+        except importlib.metadata.PackageNotFoundError:
+            found[distribution] = None
+    return found
 
 
 @contextlib.contextmanager
@@ -79,8 +84,7 @@ def _entry(name: str, *key_parts: Any) -> Iterator[Path | None]:
     if not folder:
         yield None
         return
-    versions = {d: _version(d) for d in MEASURED}
-    key = json.dumps([*key_parts, _sources_digest(), versions], sort_keys=True, default=str)
+    key = json.dumps([*key_parts, _sources_digest(), _versions()], sort_keys=True, default=str)
     entry = Path(folder) / f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:20]}.json"
     entry.parent.mkdir(parents=True, exist_ok=True)
     with open(entry.with_suffix(".lock"), "w") as lock:

@@ -31,9 +31,9 @@ def main() -> None:
             print(
                 f"options={list(options)}: {'PASSED' if report.passed else 'FAILED'} "
                 f"{report.examples} examples in {seconds:.1f} s; "
-                f"{report.compiled_examples} ran compiled, "
-                f"{report.eager_fallbacks} fell back "
-                f"({report.fallback_reasons or 'no fallback'})"
+                f"{report.compiled.examples if report.compiled else 0} ran compiled, "
+                f"{report.compiled.eager_fallbacks if report.compiled else 0} fell back "
+                f"({(report.compiled and report.compiled.fallback_reasons) or 'no fallback'})"
             )
 
 

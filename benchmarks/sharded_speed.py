@@ -55,7 +55,8 @@ def _throughput(world: int) -> dict[str, float]:
         world_size=world, options=OPTIONS, max_examples=100, seed=0,
     )  # fmt: skip
     assert report.passed, str(report)
-    startup = sum(report.startup_seconds)
+    assert report.sharded is not None
+    startup = sum(report.sharded.startup_seconds)
     return {
         "examples": report.examples,
         "seconds": round(report.elapsed, 2),
@@ -70,7 +71,7 @@ def _failure(candidate: str) -> dict[str, float | int]:
     assert not report.passed
     return {
         "seconds_to_report": round(time.perf_counter() - start, 1),
-        "group_starts": report.group_starts,
+        "group_starts": report.sharded.group_starts,
     }
 
 

@@ -33,7 +33,7 @@ os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported
 import torch
 torch.set_num_threads(1)
 import embedding_equivalence as ee
-from embedding_equivalence._engine.repro import import_reference
+from embedding_equivalence._engine.names import import_reference
 from triton.runtime import interpreter
 
 sys.path.insert(0, sys.argv[1])

@@ -1,4 +1,11 @@
-"""Hypothesis profiles and the device/dtype fixtures shared by the whole suite.
+"""Hypothesis profiles, the suite's device rows and the fixtures the package's plugin lacks.
+
+The device and dtype rows are the package's own pytest plugin's: a test names
+``embedding_device_dtype`` (ids like ``cpu-float32``) or ``embedding_device`` (ids ``cpu``,
+``cuda``), rows for the selected devices only (``EMBEDDING_TEST_DEVICES``, else those
+present), and only the dtypes each device supports. Here: ``accelerator`` (each selected
+device but the CPU), ``index_dtype``, the ``cuda`` mark on the CUDA rows, and the deselection
+of what needs an unselected device.
 
 Profiles (choose with ``HYPOTHESIS_PROFILE``; CI sets ``CI=true`` and gets ``ci``):
 
@@ -23,8 +30,8 @@ import pytest
 import torch
 from hypothesis import HealthCheck, settings
 
+from embedding_equivalence.forms.dtypes import INDEX_DTYPES, dtype_name
 from embedding_equivalence.pytest_plugin import DEVICES_ENV, session_devices
-from embedding_equivalence.strategies import supported_float_dtypes
 
 # deadline=None everywhere: the first call of a torch kernel pays for lazy initialisation and
 # dispatch caches, so per-example wall time says nothing about the property and a deadline
@@ -51,55 +58,31 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.ge
 torch.set_num_threads(1)
 
 
-FLOAT_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
-INDEX_DTYPES = [torch.int64, torch.int32]
+#: The plugin's parametrized fixtures, whose CUDA rows get the ``cuda`` mark.
+PLUGIN_ROWS = ("embedding_device", "embedding_device_dtype")
 _DESELECTED = pytest.StashKey[int]()
 
 
-def _dtype_id(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
-
-
-def _device_param(
-    device: str, dtype: torch.dtype | None = None, *, device_first: bool = False
-) -> object:
-    """One row: ``device`` alone (id ``cuda``) or ``(dtype, device)`` (id ``float32-cuda``).
-
-    ``device_first`` gives the id ``cuda-float32``, for a test that names ``device`` first.
-    """
-    marks = [pytest.mark.cuda] if device == "cuda" else []
-    if dtype is None:
-        return pytest.param(device, id=device, marks=marks)
-    ids = [device, _dtype_id(dtype)] if device_first else [_dtype_id(dtype), device]
-    return pytest.param(dtype, device, id="-".join(ids), marks=marks)
-
-
-@pytest.hookimpl(tryfirst=True)  # first, so ids keep the order float32-cpu-int64-...
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Rows for the selected devices only (see ``EMBEDDING_TEST_DEVICES`` in the plugin).
+    """``accelerator``: one row per selected device other than the CPU (ids ``cuda``, ``mps``).
 
-    ``device`` (and ``float_dtype``, which depends on it) get one row per selected device, and
-    per dtype that device supports: absent devices and MPS float64 produce no row at all.
-    ``accelerator`` gets one row per selected device other than the CPU.
+    The plugin's ``embedding_device`` and ``embedding_device_dtype`` give the rows of the other
+    devices; absent devices and MPS float64 produce no row at all.
     """
-    names = metafunc.fixturenames
-    devices = session_devices(metafunc.config)
-    if "float_dtype" in names:
-        device_first = names.index("device") < names.index("float_dtype")
-        pairs = [
-            _device_param(device, dtype, device_first=device_first)
-            for device in devices
-            for dtype in FLOAT_DTYPES
-            if dtype in supported_float_dtypes(device)
+    accelerators = [d for d in session_devices(metafunc.config) if d != "cpu"]
+    if "accelerator" in metafunc.fixturenames and accelerators:
+        params = [
+            pytest.param(d, id=d, marks=[pytest.mark.cuda] if d == "cuda" else [])
+            for d in accelerators
         ]
-        metafunc.parametrize(("float_dtype", "device"), pairs, indirect=True, scope="session")
-    elif "device" in names:
-        params = [_device_param(device) for device in devices]
-        metafunc.parametrize("device", params, indirect=True, scope="session")
-    accelerators = [device for device in devices if device != "cpu"]
-    if "accelerator" in names and accelerators:
-        params = [_device_param(device) for device in accelerators]
         metafunc.parametrize("accelerator", params, indirect=True, scope="session")
+
+
+def _on_cuda(item: pytest.Item) -> bool:
+    """Whether ``item`` is a CUDA row of the plugin's device fixtures."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    rows = [params[name] for name in PLUGIN_ROWS if name in params]
+    return any((row[0] if isinstance(row, tuple) else row) == "cuda" for row in rows)
 
 
 #: The slow tier's modules whose tests take longest in all (process groups, launchers, reruns
@@ -138,6 +121,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     keep: list[pytest.Item] = []
     dropped: list[pytest.Item] = []
     for item in items:
+        if _on_cuda(item):  # as the rows of an explicit @pytest.mark.cuda test are marked
+            item.add_marker(pytest.mark.cuda)
         needs_cuda = item.get_closest_marker("cuda") is not None and "cuda" not in devices
         needs_accelerator = "accelerator" in getattr(item, "fixturenames", ()) and not any(
             device != "cpu" for device in devices
@@ -165,24 +150,12 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 
 @pytest.fixture(scope="session")
-def device(request: pytest.FixtureRequest) -> torch.device:
-    """Each selected device (``EMBEDDING_TEST_DEVICES``, else the present ones)."""
-    return torch.device(request.param)
-
-
-@pytest.fixture(scope="session")
-def float_dtype(request: pytest.FixtureRequest, device: torch.device) -> torch.dtype:
-    """Every floating dtype the device supports (MPS has no float64: no such row)."""
-    return request.param
-
-
-@pytest.fixture(scope="session")
 def accelerator(request: pytest.FixtureRequest) -> torch.device:
     """Each selected device other than the CPU; tests using it are deselected when none is."""
     return torch.device(request.param)
 
 
-@pytest.fixture(params=INDEX_DTYPES, ids=_dtype_id, scope="session")
+@pytest.fixture(params=INDEX_DTYPES, ids=dtype_name, scope="session")
 def index_dtype(request: pytest.FixtureRequest) -> torch.dtype:
     """int64 and int32 ids, the two dtypes F.embedding accepts."""
     return request.param

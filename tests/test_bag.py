@@ -30,7 +30,8 @@ from embedding_equivalence.forms.bag import (
     lookup_embedding_bag,
     matmul_embedding_bag,
 )
-from embedding_equivalence.forms.validation import OneHotTooLargeError
+from embedding_equivalence.forms.dtypes import FLOAT_DTYPES, dtype_name
+from embedding_equivalence.forms.memory import OneHotTooLargeError
 from registry import form_params
 
 BagFn = Callable[..., torch.Tensor]
@@ -139,12 +140,12 @@ def test_matches_torch(
     bag_fn: BagFn,
     mode: str,
     case: str,
-    float_dtype: torch.dtype,
     index_dtype: torch.dtype,
-    device: torch.device,
+    embedding_device_dtype: tuple[str, torch.dtype],
     request: pytest.FixtureRequest,
 ) -> None:
-    if torch.device(device).type == "cuda" and float_dtype == torch.bfloat16 and mode == "max":
+    device, float_dtype = embedding_device_dtype
+    if device == "cuda" and float_dtype == torch.bfloat16 and mode == "max":
         reason = (
             "torch has no CUDA backward of mode='max' in bfloat16 (embedding_bag_backward_cuda_max)"
         )
@@ -254,11 +255,11 @@ def test_per_sample_weights_match_torch(
     ids: list[Any],
     offsets: list[int] | None,
     kwargs: dict[str, Any],
-    float_dtype: torch.dtype,
     index_dtype: torch.dtype,
-    device: torch.device,
+    embedding_device_dtype: tuple[str, torch.dtype],
 ) -> None:
-    if device.type == "cuda" and float_dtype == torch.bfloat16:
+    device, float_dtype = embedding_device_dtype
+    if device == "cuda" and float_dtype == torch.bfloat16:
         pytest.skip(
             "torch (2.11) has no bfloat16 per_sample_weights backward on CUDA "
             "(NotImplementedError from _embedding_bag_per_sample_weights_backward_cuda): "
@@ -414,6 +415,7 @@ def sgbf_expected(mode: str, padding_idx: int | None = None) -> torch.Tensor:
     return grad
 
 
+@pytest.mark.parametrize("float_dtype", FLOAT_DTYPES, ids=dtype_name)  # on the CPU
 @pytest.mark.parametrize("mode", ["sum", "mean"])
 @pytest.mark.parametrize("padding_idx", [None, 3], ids=["no_padding", "padding"])
 def test_scale_grad_by_freq(

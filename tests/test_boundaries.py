@@ -13,13 +13,11 @@ import torch.nn.functional as F
 
 import embedding_equivalence as ee
 from embedding_equivalence._draw.boundaries import (
-    LIMITS,
-    around_powers_of_two,
     bag_boundaries,
     embedding_boundaries,
-    option_sets,
     quantized_boundaries,
 )
+from embedding_equivalence._draw.boundary_data import LIMITS, around_powers_of_two, option_sets
 
 DTYPES = [torch.float32]
 

@@ -25,6 +25,7 @@ import embedding_equivalence as ee
 from embedding_equivalence._cli import console as _console
 from embedding_equivalence._cli.console import cell_seed
 from embedding_equivalence._cli.main import main
+from embedding_equivalence._engine.report import JSON_SCHEMA
 
 FAST = [
     "--dtypes", "float32", "--devices", "cpu", "--max-examples", "8", "--seed", "0",
@@ -221,7 +222,7 @@ def test_json_schema(kernels: str, tmp_path: Path, capsys: pytest.CaptureFixture
     out = capsys.readouterr().out  # --json PATH: the table is printed too
     result_line(out, "FAIL", f"{kernels}:off_by_one")
     payload = json.loads(path.read_text(encoding="utf-8"))
-    assert payload["schema"] == "embedding-equivalence/verify/1"
+    assert payload["schema"] == JSON_SCHEMA == "embedding-equivalence/verify/2"
     assert payload["passed"] is False
     assert set(payload) == {
         "schema", "torch", "seed", "max_examples", "boundaries", "passed", "results",
@@ -231,8 +232,11 @@ def test_json_schema(kernels: str, tmp_path: Path, capsys: pytest.CaptureFixture
     assert set(result) == {
         "implementation", "options", "device", "dtype", "passed", "examples",
         "boundary_examples", "worst_error", "seed", "cell", "replay", "seconds", "failure",
-        "boundary", "counterexample",
+        "boundary", "counterexample", "torch_defect", "interpreter_limit",
+        "compiled", "sharded", "quantized", "bag",
     }  # fmt: skip
+    # The records of the kinds of run: none of them for an embedding kernel run eagerly.
+    assert [result[k] for k in ("compiled", "sharded", "quantized", "bag")] == [None] * 4
     cell = f"{kernels}:off_by_one/-/cpu/float32"
     assert (result["device"], result["dtype"], result["cell"]) == ("cpu", "float32", cell)
     assert result["seed"] == cell_seed(0, cell)
@@ -258,7 +262,7 @@ def test_bare_json_prints_only_json_on_stdout(
     captured = capsys.readouterr()
     assert code == 1
     payload = json.loads(captured.out)
-    assert payload["schema"] == "embedding-equivalence/verify/1"
+    assert payload["schema"] == JSON_SCHEMA == "embedding-equivalence/verify/2"
     assert payload["passed"] is False
     assert "candidate(" in payload["results"][0]["counterexample"]
     assert "verify [1/1]    " in captured.err  # the progress, on stderr
@@ -397,8 +401,10 @@ def test_sharded_verify_of_the_package_forms(capsys: pytest.CaptureFixture[str])
     assert main([*argv, "--json"]) == 0
     captured = capsys.readouterr()
     payload = json.loads(captured.out)  # a bare --json: only the JSON on stdout
-    assert payload["schema"] == "embedding-equivalence/verify-sharded/1"
-    rows = [(r["implementation"], r["options"], r["world_size"]) for r in payload["results"]]
+    assert payload["schema"] == JSON_SCHEMA
+    rows = [
+        (r["implementation"], r["options"], r["sharded"]["world_size"]) for r in payload["results"]
+    ]
     assert rows == [
         ("dim_parallel_embedding", [], 3),
         ("dim_parallel_embedding", ["padding_idx", "max_norm", "scale_grad_by_freq"], 3),
@@ -445,7 +451,7 @@ def test_quantized_verify_of_the_package_and_of_a_buggy_kernel(
     out = capsys.readouterr().out
     assert code == 0, out
     result_line(out, "pass", "lookup_quantized_embedding[uint4]", "-", "cpu", "float32")
-    assert "worst output error" in out
+    assert "worst error (outputs and gradients)" in out
     # tests/ is on the path (pytest's rootdir conftest): the catalogue's mutants import.
     argv = ["verify", "--scheme", "int8", "--candidate", "quantized_mutants:zero_point_added"]
     code = main([*argv, *FAST])

@@ -41,7 +41,8 @@ def test_a_kernel_wrong_only_when_compiled_is_caught() -> None:
     assert report.candidate == "torch.compile(test_compiled.wrong_when_compiled)"
     assert report.failure is not None
     assert report.failure.startswith("out[")
-    assert report.compiled_examples >= 1
+    assert report.compiled is not None
+    assert report.compiled.examples >= 1
 
 
 def test_the_repro_rebuilds_the_compiled_candidate() -> None:
@@ -67,14 +68,15 @@ def test_every_example_runs_compiled_past_dynamos_recompile_limit() -> None:
     compiled = torch.compile(F.embedding, backend="aot_eager")
     report = ee.verify_embedding(compiled, seed=SEED)
     assert report.passed, str(report)
-    assert report.compiled_examples + report.eager_fallbacks == report.examples
+    assert report.compiled is not None
+    assert report.compiled.examples + report.compiled.eager_fallbacks == report.examples
     assert report.examples == 100 + report.boundary_examples  # every boundary example compiled
     # More graphs than dynamo's limit would allow: the verifier raised it for the run...
     assert counters["stats"]["unique_graphs"] - graphs > limit
     # ... and restored it afterwards.
     assert torch._dynamo.config.recompile_limit == limit
     # The only fallbacks are bad input that dynamo could not trace (the eager call raises).
-    assert set(report.fallback_reasons) <= {"RuntimeError when making fake tensor call"}
+    assert set(report.compiled.fallback_reasons) <= {"RuntimeError when making fake tensor call"}
     assert "examples ran compiled" in str(report)
 
 
@@ -110,7 +112,8 @@ def test_a_compiled_module_is_counted_and_named_after_its_module(boundaries: boo
     compiled = torch.compile(Lookup(), backend="aot_eager")
     report = ee.verify_embedding(compiled, max_examples=20, seed=SEED, boundaries=boundaries)
     assert report.passed, str(report)
-    compiled_or_not = report.compiled_examples + report.eager_fallbacks
+    assert report.compiled is not None
+    compiled_or_not = report.compiled.examples + report.compiled.eager_fallbacks
     assert compiled_or_not == report.examples == 20 + report.boundary_examples
     assert report.counterexample is None
 
@@ -122,5 +125,7 @@ def test_compiled_bag_counts_are_summed_over_the_modes(examples: int) -> None:
     # test_boundaries); the counts of the random examples of each mode are what this checks.
     report = ee.verify_embedding_bag(compiled, max_examples=examples, seed=SEED, boundaries=False)
     assert report.passed, str(report)
-    assert report.modes == ("sum", "mean", "max")
-    assert report.compiled_examples + report.eager_fallbacks == examples
+    assert report.bag is not None
+    assert report.bag.modes == ("sum", "mean", "max")
+    assert report.compiled is not None
+    assert report.compiled.examples + report.compiled.eager_fallbacks == examples

@@ -30,7 +30,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from embedding_equivalence._draw.cases import Call
 from embedding_equivalence.distributed import shard_range, verify_sharded_embedding
 from embedding_equivalence.distributed._boundaries import around_world_multiples, sharded_boundaries
 from embedding_equivalence.distributed._group import (
@@ -40,6 +39,7 @@ from embedding_equivalence.distributed._group import (
     shared_workers,
 )
 from embedding_equivalence.distributed._verify import sharded_embedding_cases
+from embedding_equivalence.oracle.call import Call
 from embedding_equivalence.strategies import supported_float_dtypes
 from sharded_mutants import SHARDED_MUTANTS, ShardedMutant
 
@@ -107,7 +107,7 @@ def test_cases_reach_an_empty_trailing_shard_and_d_below_the_world(world: int) -
 
 
 BAD_CALLS = [
-    pytest.param({"candidate": "no_colon"}, "must be 'module:function'", id="reference"),
+    pytest.param({"candidate": "no_colon"}, "expected MODULE:FUNCTION", id="reference"),
     pytest.param({"candidate": "sharded_mutants:missing"}, "cannot be imported", id="missing"),
     pytest.param({"candidate": lambda i, w: w}, "lambda", id="lambda"),
     pytest.param({"sharding": "row"}, "sharding='row' must be one of", id="sharding"),
@@ -197,7 +197,8 @@ class TestOnSharedRanks:
         )  # fmt: skip
         assert report.passed, str(report)
         assert report.examples == 5 + report.boundary_examples
-        assert report.group_starts <= 1  # 0 when it took over the ranks of an earlier test
+        assert report.sharded is not None
+        assert report.sharded.group_starts <= 1  # 0 when it took over the ranks of an earlier test
 
     def test_the_next_group_takes_over_the_kept_ranks(self) -> None:
         reference = "embedding_equivalence.distributed:vocab_parallel_embedding"
@@ -242,8 +243,9 @@ class TestOnSharedRanks:
         phase = list(sharded_boundaries(sharding, world, ALL_OPTIONS, report.dtypes, ("cpu",)))
         assert report.boundary_examples == len(phase)
         assert report.examples == 100 + len(phase)  # the default budget
-        assert report.world_size == world
-        assert report.group_starts <= 1  # no restart: no rank ever waited on another
+        assert report.sharded is not None
+        assert report.sharded.world_size == world
+        assert report.sharded.group_starts <= 1  # no restart: no rank ever waited on another
 
     @pytest.mark.slow
     @pytest.mark.parametrize(
@@ -325,7 +327,8 @@ def test_a_rank_that_raises_while_the_others_wait_is_a_failing_report() -> None:
     assert re.search(r"on rank 1 raised ValueError: rank 1 refuses", report.failure)
     assert "Traceback on rank 1:" in report.failure
     assert 'raise ValueError("rank 1 refuses")' in report.failure
-    assert report.group_starts >= 2  # restarted after the other rank was left waiting
+    assert report.sharded is not None
+    assert report.sharded.group_starts >= 2
 
 
 @pytest.mark.slow

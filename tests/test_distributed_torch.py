@@ -15,9 +15,9 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from embedding_equivalence._draw.cases import Call
 from embedding_equivalence.distributed import verify_sharded_embedding
 from embedding_equivalence.distributed._group import WorkerGroup, shared_workers
+from embedding_equivalence.oracle.call import Call
 
 pytestmark = pytest.mark.slow
 

@@ -91,10 +91,10 @@ def grad_of(
 def test_forward_shape_and_values_equal_f_embedding(
     form: Form,
     ids_name: str,
-    float_dtype: torch.dtype,
     index_dtype: torch.dtype,
-    device: torch.device,
+    embedding_device_dtype: tuple[str, torch.dtype],
 ) -> None:
+    device, float_dtype = embedding_device_dtype
     ids = ID_SHAPES[ids_name].to(device, index_dtype)
     weight = table(float_dtype, device)
     out = form(ids, weight)
@@ -107,8 +107,9 @@ def test_forward_shape_and_values_equal_f_embedding(
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("form", FORMS)
 def test_forward_strided_weight_equals_f_embedding(
-    form: Form, layout: str, float_dtype: torch.dtype, device: torch.device
+    form: Form, layout: str, embedding_device_dtype: tuple[str, torch.dtype]
 ) -> None:
+    device, float_dtype = embedding_device_dtype
     weight = table(float_dtype, device, layout)
     ids = torch.tensor([[5, 0, 3], [3, 1, 5]], device=device)
     out = form(ids, weight)
@@ -140,8 +141,9 @@ def test_forward_does_not_modify_weight_without_max_norm(form: Form) -> None:
 
 @pytest.mark.parametrize("form", FORMS)
 def test_duplicate_ids_accumulate_by_hand(
-    form: Form, float_dtype: torch.dtype, index_dtype: torch.dtype, device: torch.device
+    form: Form, index_dtype: torch.dtype, embedding_device_dtype: tuple[str, torch.dtype]
 ) -> None:
+    device, float_dtype = embedding_device_dtype
     weight = torch.arange(8.0).reshape(4, 2).to(device, float_dtype).requires_grad_()
     ids = torch.tensor([2, 0, 2, 2], device=device, dtype=index_dtype)
     grad_out = torch.tensor([[1, 2], [3, 4], [5, 6], [7, 8]], device=device, dtype=float_dtype)
@@ -164,8 +166,9 @@ def test_duplicate_ids_accumulate_by_hand(
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("form", FORMS)
 def test_duplicate_ids_accumulate_strided_batched(
-    form: Form, layout: str, float_dtype: torch.dtype, device: torch.device
+    form: Form, layout: str, embedding_device_dtype: tuple[str, torch.dtype]
 ) -> None:
+    device, float_dtype = embedding_device_dtype
     weight = table(float_dtype, device, layout).requires_grad_()
     ids = torch.tensor([[[1, 4], [1, 1]], [[0, 4], [5, 1]]], device=device)
     grad_out = (torch.arange(ids.numel() * D) % 7).reshape(*ids.shape, D).to(device, float_dtype)
@@ -179,18 +182,19 @@ def test_duplicate_ids_accumulate_strided_batched(
 
 
 @pytest.mark.parametrize("form", FORMS)
-def test_no_ids_give_a_zero_gradient(form: Form, device: torch.device) -> None:
-    weight = table(torch.float32, device).requires_grad_()
-    ids = torch.zeros(2, 0, dtype=torch.int64, device=device)
-    grad = grad_of(form, ids, weight, torch.zeros(2, 0, D, device=device))
-    assert torch.equal(grad, torch.zeros(V, D, device=device))
+def test_no_ids_give_a_zero_gradient(form: Form, embedding_device: str) -> None:
+    weight = table(torch.float32, embedding_device).requires_grad_()
+    ids = torch.zeros(2, 0, dtype=torch.int64, device=embedding_device)
+    grad = grad_of(form, ids, weight, torch.zeros(2, 0, D, device=embedding_device))
+    assert torch.equal(grad, torch.zeros(V, D, device=embedding_device))
 
 
 @pytest.mark.parametrize("padding_idx", [2, -2], ids=["pad2", "pad-2"])
 @pytest.mark.parametrize("form", FORMS)
 def test_padding_idx_gets_zero_gradient_and_keeps_its_forward_value(
-    form: Form, padding_idx: int, float_dtype: torch.dtype, device: torch.device
+    form: Form, padding_idx: int, embedding_device_dtype: tuple[str, torch.dtype]
 ) -> None:
+    device, float_dtype = embedding_device_dtype
     weight = table(float_dtype, device).requires_grad_()
     pad_row = padding_idx % V  # -2 is row V - 2 = 4
     ids = torch.tensor([[pad_row, 1, pad_row], [3, pad_row, 1]], device=device)
@@ -220,8 +224,9 @@ def test_padding_idx_blocks_non_finite_gradient(form: Form) -> None:
 
 @pytest.mark.parametrize("form", FORMS)
 def test_scale_grad_by_freq_divides_by_count(
-    form: Form, float_dtype: torch.dtype, index_dtype: torch.dtype, device: torch.device
+    form: Form, index_dtype: torch.dtype, embedding_device_dtype: tuple[str, torch.dtype]
 ) -> None:
+    device, float_dtype = embedding_device_dtype
     weight = table(float_dtype, device).requires_grad_()
     # id 2 occurs twice, id 0 once, id 3 four times (powers of two: every quotient is exact).
     ids = torch.tensor([2, 0, 2, 3, 3, 3, 3], device=device, dtype=index_dtype)
@@ -246,14 +251,14 @@ def test_scale_grad_by_freq_divides_by_count(
 
 
 @pytest.mark.parametrize("form", FORMS)
-def test_scale_grad_by_freq_with_padding_idx(form: Form, device: torch.device) -> None:
-    weight = table(torch.float64, device).requires_grad_()
-    ids = torch.tensor([[1, 1], [4, 1], [4, 1]], device=device)
-    grad_out = torch.arange(6 * D, dtype=torch.float64, device=device).reshape(3, 2, D)
+def test_scale_grad_by_freq_with_padding_idx(form: Form, embedding_device: str) -> None:
+    weight = table(torch.float64, embedding_device).requires_grad_()
+    ids = torch.tensor([[1, 1], [4, 1], [4, 1]], device=embedding_device)
+    grad_out = torch.arange(6 * D, dtype=torch.float64, device=embedding_device).reshape(3, 2, D)
     grad = grad_of(form, ids, weight, grad_out, padding_idx=4, scale_grad_by_freq=True)
     expected_row1 = (grad_out[0, 0] + grad_out[0, 1] + grad_out[1, 1] + grad_out[2, 1]) / 4
     assert torch.equal(grad[1], expected_row1)
-    assert torch.equal(grad[4], torch.zeros(D, dtype=torch.float64, device=device))
+    assert torch.equal(grad[4], torch.zeros(D, dtype=torch.float64, device=embedding_device))
     reference = grad_of(F.embedding, ids, weight, grad_out, padding_idx=4, scale_grad_by_freq=True)
     assert torch.equal(grad, reference)
 
@@ -272,8 +277,9 @@ NORM_TYPES = [
 @pytest.mark.parametrize("norm_type", NORM_TYPES)
 @pytest.mark.parametrize("form", FORMS)
 def test_max_norm_renormalizes_referenced_rows_like_f_embedding(
-    form: Form, norm_type: float, float_dtype: torch.dtype, device: torch.device
+    form: Form, norm_type: float, embedding_device_dtype: tuple[str, torch.dtype]
 ) -> None:
+    device, float_dtype = embedding_device_dtype
     weight = table(float_dtype, device)
     original = weight.clone()
     # The reference is F.embedding on the CPU: torch's CUDA renorm (2.11) leaves rows unchanged
@@ -294,7 +300,7 @@ def test_max_norm_renormalizes_referenced_rows_like_f_embedding(
         assert not torch.equal(weight[v], original[v])
     assert torch.equal(weight[short_row], original[short_row])
     assert torch.equal(weight[unreferenced], original[unreferenced])
-    if device.type == "cpu":
+    if device == "cpu":
         assert torch.equal(weight, reference_weight)
         assert torch.equal(out, reference_out)
     else:
@@ -355,8 +361,9 @@ def test_max_norm_modifies_a_leaf_parameter_and_keeps_the_gradient(form: Form) -
     ],
 )
 def test_sparse_gradient_equals_dense(
-    options: dict[str, object], float_dtype: torch.dtype, device: torch.device
+    options: dict[str, object], embedding_device_dtype: tuple[str, torch.dtype]
 ) -> None:
+    device, float_dtype = embedding_device_dtype
     ids = torch.tensor([[1, 4, 1], [0, 4, 4]], device=device)
     grad_out = torch.arange(6 * D).reshape(2, 3, D).to(device, float_dtype)
     dense_weight = table(float_dtype, device).requires_grad_()

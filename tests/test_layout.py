@@ -1,4 +1,5 @@
-"""The package's shape: no import circle, no source file over 800 lines, at most 10,000 code lines.
+"""The package's shape: no import circle, layers in a strict order, no source file over 800
+lines, at most 10,000 code lines.
 
 Imports are read from the source (every ``import`` statement, also those inside functions: a
 lazy import is still an edge), so a circle is found before it bites at run time.
@@ -96,7 +97,7 @@ def _cycle(modules: dict[str, Path]) -> list[str] | None:
 
 def test_the_import_graph_is_read() -> None:
     assert "embedding_equivalence._engine.check" in _imports(
-        MODULES, "embedding_equivalence._engine.verify"
+        MODULES, "embedding_equivalence.testing"
     )
     assert "embedding_equivalence.forms" in _imports(MODULES, "embedding_equivalence.oracle.bag")
 
@@ -125,33 +126,92 @@ def test_no_source_file_over_800_lines(module: str) -> None:
     assert lines <= MAX_LINES, f"{MODULES[module].relative_to(PACKAGE)} has {lines} lines"
 
 
-#: The layers, lowest first, and the ones each must not import: a lower layer never reaches
-#: up (the drawing layer knows nothing of the engine, the engine nothing of the console).
-LAYER_RULES = {
-    "forms": ("oracle", "_draw", "_engine", "_cli", "distributed", "strategies", "testing"),
-    "oracle": ("_engine", "_cli", "distributed", "strategies", "testing"),
-    "_draw": ("_engine", "_cli", "distributed", "testing"),
-    "_engine": ("_cli", "distributed"),
-    "distributed": ("_cli",),
-}
+#: The layers, lowest first. A module imports from its own layer or lower ones only: the
+#: forms know nothing of the oracle, the drawing layer nothing of the engine, the engine
+#: nothing of the console.
+LAYERS = ("forms", "oracle", "_draw", "_engine", "distributed", "_cli")
+#: The layer above all of them: the public modules (``strategies``, ``testing``,
+#: ``pytest_plugin``, ``keras_interop``), the package's ``__init__`` and ``__main__``, and
+#: any other module at the top of the package. They may import every layer; no layer imports
+#: them.
+TOP = "public"
 
 
-def _layer(module: str) -> str | None:
+def _layer(module: str) -> str:
+    """The layer of a package module: its subpackage's, or [`TOP`][] for a top-level one."""
     parts = module.split(".")
-    return parts[1] if len(parts) > 1 else None
+    return parts[1] if len(parts) > 1 and parts[1] in LAYERS else TOP
 
 
-@pytest.mark.parametrize("layer", sorted(LAYER_RULES))
-def test_a_layer_never_imports_a_layer_above_it(layer: str) -> None:
-    forbidden = {f"{NAME}.{name}" for name in LAYER_RULES[layer]}
-    found = sorted(
-        f"{module} imports {target}"
-        for module in MODULES
-        if _layer(module) == layer
-        for target in _imports(MODULES, module)
-        if any(target == f or target.startswith(f + ".") for f in forbidden)
-    )
-    assert not found, found
+def _rank(layer: str) -> int:
+    return LAYERS.index(layer) if layer in LAYERS else len(LAYERS)
+
+
+def _upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Every edge of ``graph`` (module -> the modules it imports) that reaches up a layer."""
+    found = []
+    for module in sorted(graph):
+        own = _layer(module)
+        for target in sorted(graph[module]):
+            theirs = _layer(target)
+            if _rank(theirs) > _rank(own):
+                what = "the public top" if theirs == TOP else f"layer {theirs}"
+                found.append(
+                    f"{module} (layer {own}) imports {target} ({what}), above its own layer; "
+                    f"the order is {' < '.join((*LAYERS, TOP))}"
+                )
+    return found
+
+
+def test_every_subpackage_is_a_layer() -> None:
+    packages = {m.split(".")[1] for m in MODULES if m.count(".") >= 2}
+    assert packages <= set(LAYERS), f"place {sorted(packages - set(LAYERS))} in LAYERS"
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_a_layer_imports_only_itself_and_the_layers_below(layer: str) -> None:
+    graph = {m: _imports(MODULES, m) for m in MODULES if _layer(m) == layer}
+    found = _upward_imports(graph)
+    assert not found, "\n".join(found)
+
+
+def test_an_upward_import_is_refused() -> None:
+    """The checker fails when it should: fake edges, the source files untouched."""
+    oracle_to_draw = {
+        f"{NAME}.oracle.bag": {f"{NAME}.oracle.bounds", f"{NAME}._draw.cases", f"{NAME}.forms"}
+    }
+    assert _upward_imports(oracle_to_draw) == [
+        f"{NAME}.oracle.bag (layer oracle) imports {NAME}._draw.cases (layer _draw), above its "
+        f"own layer; the order is forms < oracle < _draw < _engine < distributed < _cli < public"
+    ]
+    draw_to_public = {f"{NAME}._draw.sizes": {f"{NAME}.strategies"}}
+    (message,) = _upward_imports(draw_to_public)
+    assert f"{NAME}._draw.sizes (layer _draw) imports {NAME}.strategies (the public top)" in message
+    cli_to_root = {f"{NAME}._cli.main": {NAME}}  # `import embedding_equivalence as ee`
+    assert len(_upward_imports(cli_to_root)) == 1
+    # The public modules, __init__ and __main__ may import any layer, and each other.
+    downward = {
+        NAME: {f"{NAME}._cli", f"{NAME}._engine.verify"},
+        f"{NAME}.__main__": {f"{NAME}._cli.main"},
+        f"{NAME}.pytest_plugin": {f"{NAME}.strategies", f"{NAME}._draw.tensors"},
+        f"{NAME}._cli.main": {f"{NAME}.distributed", f"{NAME}._cli.usage", f"{NAME}.forms"},
+    }
+    assert _upward_imports(downward) == []
+
+
+def test_the_upward_import_check_reads_lazy_imports(tmp_path: Path) -> None:
+    """An import inside a function is an edge too: a lower layer's lazy import is refused."""
+    package = tmp_path / NAME
+    (package / "oracle").mkdir(parents=True)
+    (package / "_draw").mkdir()
+    for init in (package, package / "oracle", package / "_draw"):
+        (init / "__init__.py").write_text("")
+    (package / "_draw" / "cases.py").write_text("")
+    (package / "oracle" / "bag.py").write_text("def f():\n    from .._draw import cases\n")
+    modules = _modules(package)
+    graph = {m: _imports(modules, m) for m in modules}
+    assert graph[f"{NAME}.oracle.bag"] == {f"{NAME}._draw", f"{NAME}._draw.cases"}
+    assert len(_upward_imports(graph)) == 2
 
 
 def test_the_package_holds_at_most_10_000_code_lines() -> None:

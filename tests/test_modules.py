@@ -84,11 +84,12 @@ def test_extra_repr_equals_nn_embedding(options: dict[str, object]) -> None:
 
 @pytest.mark.parametrize("options", OPTIONS)
 def test_same_init_under_the_same_seed(
-    options: dict[str, object], float_dtype: torch.dtype, device: torch.device
+    options: dict[str, object], embedding_device_dtype: tuple[str, torch.dtype]
 ) -> None:
+    device, float_dtype = embedding_device_dtype
     embedding, matmul = seeded_pair(1234, 10, 4, device=device, dtype=float_dtype, **options)
     assert matmul.weight.dtype == float_dtype
-    assert matmul.weight.device.type == torch.device(device).type
+    assert matmul.weight.device.type == device
     assert matmul.weight.requires_grad
     assert isinstance(matmul.weight, nn.Parameter)
     assert torch.equal(matmul.weight, embedding.weight)
@@ -139,13 +140,14 @@ def test_parameters_are_named_like_nn_embedding() -> None:
 
 @pytest.mark.parametrize("options", OPTIONS)
 def test_forward_and_gradient_equal_nn_embedding(
-    options: dict[str, object], float_dtype: torch.dtype, device: torch.device
+    options: dict[str, object], embedding_device_dtype: tuple[str, torch.dtype]
 ) -> None:
+    device, float_dtype = embedding_device_dtype
     embedding, matmul = seeded_pair(7, 6, 4, device=device, dtype=float_dtype, **options)
     # Off the CPU with max_norm, the reference is nn.Embedding on the CPU: torch's CUDA renorm
     # (2.11) leaves rows unchanged with norm_type=inf (benchmarks/cuda_renorm_probe.py). The
     # renorm off the CPU takes the norms all at once, so the renormed rows are close, not equal.
-    renorm_elsewhere = device.type != "cpu" and "max_norm" in options
+    renorm_elsewhere = device != "cpu" and "max_norm" in options
     if renorm_elsewhere:
         embedding = embedding.cpu()
     # Counts 1, 2 and 4 (and integer gradients): every sum and every 1/count is exact.
@@ -263,9 +265,10 @@ def linear_from(weight: torch.Tensor, requires_grad: bool = True) -> nn.Linear:
 
 @pytest.mark.parametrize("kind", ["nn.Embedding", "MatmulEmbedding"])
 def test_embedding_to_linear_shape_values_and_dtype(
-    kind: str, float_dtype: torch.dtype, device: torch.device
+    kind: str, embedding_device_dtype: tuple[str, torch.dtype]
 ) -> None:
-    weights = table(6, 4, float_dtype, device.type)
+    device, float_dtype = embedding_device_dtype
+    weights = table(6, 4, float_dtype, device)
     embedding: nn.Module = (
         embedding_from(weights)
         if kind == "nn.Embedding"
@@ -277,7 +280,7 @@ def test_embedding_to_linear_shape_values_and_dtype(
     assert (linear.in_features, linear.out_features) == (6, 4)
     assert linear.weight.shape == (4, 6)
     assert linear.weight.dtype == float_dtype
-    assert linear.weight.device.type == torch.device(device).type
+    assert linear.weight.device.type == device
     assert linear.weight.is_contiguous()
     assert torch.equal(linear.weight, weights.T)
     # The point of the conversion: the linear layer on the one-hot is the embedding.
@@ -287,16 +290,17 @@ def test_embedding_to_linear_shape_values_and_dtype(
 
 
 def test_linear_to_embedding_shape_values_and_dtype(
-    float_dtype: torch.dtype, device: torch.device
+    embedding_device_dtype: tuple[str, torch.dtype],
 ) -> None:
-    weight = table(4, 6, float_dtype, device.type)  # (D, V) = (4, 6)
+    device, float_dtype = embedding_device_dtype
+    weight = table(4, 6, float_dtype, device)  # (D, V) = (4, 6)
     linear = linear_from(weight)
     embedding = linear_to_embedding(linear)
     assert type(embedding) is nn.Embedding
     assert (embedding.num_embeddings, embedding.embedding_dim) == (6, 4)
     assert embedding.weight.shape == (6, 4)
     assert embedding.weight.dtype == float_dtype
-    assert embedding.weight.device.type == torch.device(device).type
+    assert embedding.weight.device.type == device
     assert torch.equal(embedding.weight, weight.T)
     ids = torch.tensor([3, 0, 5, 5], device=device)
     assert torch.equal(embedding(ids), linear(F.one_hot(ids, 6).to(float_dtype)))
@@ -356,15 +360,16 @@ def test_conversions_return_leaf_parameters() -> None:
         assert parameter.grad_fn is None
 
 
-def test_round_trip_is_identity(float_dtype: torch.dtype, device: torch.device) -> None:
-    weights = table(6, 4, float_dtype, device.type)
+def test_round_trip_is_identity(embedding_device_dtype: tuple[str, torch.dtype]) -> None:
+    device, float_dtype = embedding_device_dtype
+    weights = table(6, 4, float_dtype, device)
     embedding = embedding_from(weights)
     back = linear_to_embedding(embedding_to_linear(embedding))
     assert torch.equal(back.weight, embedding.weight)
     assert back.weight.dtype == float_dtype
     assert back.weight.data_ptr() != embedding.weight.data_ptr()
 
-    linear = linear_from(table(4, 6, float_dtype, device.type))
+    linear = linear_from(table(4, 6, float_dtype, device))
     linear_back = embedding_to_linear(linear_to_embedding(linear))
     assert torch.equal(linear_back.weight, linear.weight)
 

@@ -251,7 +251,8 @@ def test_a_size_bug_in_compiled_code_is_caught_at_its_boundary() -> None:
     assert not report.passed
     assert report.boundary is not None
     assert report.boundary.startswith("fails from D = 65; passes at 64"), report.boundary
-    assert report.compiled_examples >= 1
+    assert report.compiled is not None
+    assert report.compiled.examples >= 1
     assert report.counterexample is not None
     assert "candidate = torch.compile(original)" in report.counterexample
 

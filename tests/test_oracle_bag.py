@@ -21,7 +21,8 @@ import torch
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
-from embedding_equivalence._draw.boundaries import LIMITS, bag_boundaries
+from embedding_equivalence._draw.boundaries import bag_boundaries
+from embedding_equivalence._draw.boundary_data import LIMITS
 from embedding_equivalence.oracle.bag import BagOracle
 from embedding_equivalence.oracle.bounds import U64, gamma, subnormal_loss, unit_roundoff
 from embedding_equivalence.oracle.embedding import referenced_rows

@@ -26,11 +26,11 @@ DENSE_FORMS = form_params("embedding", where=lambda f: f.name != "lookup_embeddi
 
 @pytest.mark.parametrize(("form", "options"), FORMS)
 def test_form_matches_oracle(
-    form: Callable[..., Any], options: tuple[str, ...], device: torch.device
+    form: Callable[..., Any], options: tuple[str, ...], embedding_device: str
 ) -> None:
     """Forward exact, gradient within the bound, max_norm's side effect, for every option."""
 
-    @given(case=ees.embedding_cases(options=options, device=device.type))
+    @given(case=ees.embedding_cases(options=options, device=embedding_device))
     def check(case: ees.EmbeddingCase) -> None:
         assert_case_equivalent(form, case)
 
@@ -39,13 +39,14 @@ def test_form_matches_oracle(
 
 @pytest.mark.parametrize("form", DENSE_FORMS)
 def test_forms_agree_bit_for_bit(
-    form: Callable[..., Any], device: torch.device, float_dtype: torch.dtype
+    form: Callable[..., Any], embedding_device_dtype: tuple[str, torch.dtype]
 ) -> None:
     """For finite tables, every form returns exactly the lookup's tensor (and the same renorm)."""
+    device, float_dtype = embedding_device_dtype
 
     @given(
         case=ees.embedding_cases(
-            options=("padding_idx", "max_norm"), device=device.type, dtype=float_dtype
+            options=("padding_idx", "max_norm"), device=device, dtype=float_dtype
         )
     )
     def check(case: ees.EmbeddingCase) -> None:

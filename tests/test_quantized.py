@@ -138,8 +138,8 @@ def test_correct_kernels_pass(
     )
     assert report.passed, str(report)
     assert 0 <= report.worst_error <= 1
-    assert report.scheme is not None
-    assert report.scheme.startswith(scheme)
+    assert report.quantized is not None
+    assert report.quantized.scheme == scheme
 
 
 def test_float64_arithmetic_passes_and_the_bound_is_not_slack() -> None:

@@ -25,7 +25,8 @@ import pytest
 import torch
 
 import embedding_equivalence as ee
-from embedding_equivalence._engine.repro import candidate_source, compiled_original, is_compiled
+from embedding_equivalence._engine.names import compiled_original, is_compiled
+from embedding_equivalence._engine.repro import candidate_source
 
 WRITTEN = "its source, and what it uses from there"
 CANNOT = "cannot be imported by its qualified name"

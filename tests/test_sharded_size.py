@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import embedding_equivalence.strategies as ees
-from embedding_equivalence._draw.cases import IdsRecipe, WeightRecipe
+from embedding_equivalence._draw.recipes import IdsRecipe, WeightRecipe
 from embedding_equivalence._engine.check import EquivalenceError
 from embedding_equivalence.distributed import (
     dim_parallel_embedding,
@@ -36,14 +36,9 @@ from embedding_equivalence.distributed._boundaries import (
     sharded_boundaries_at_size,
     sizes_at_the_top,
 )
-from embedding_equivalence.distributed._large import (
-    BlockTable,
-    LargeOutcome,
-    LargeShardedCase,
-    _clean,
-    _first_unreferenced,
-    judge_large,
-)
+from embedding_equivalence.distributed._large import BlockTable, LargeShardedCase
+from embedding_equivalence.distributed._large_judge import judge_large
+from embedding_equivalence.distributed._large_rank import LargeOutcome, _clean, _first_unreferenced
 from embedding_equivalence.oracle import EmbeddingOracle
 from sharded_mutants import EDGE_D, EDGE_V, blocked_vocab_parallel
 

@@ -31,6 +31,7 @@ from hypothesis.errors import InvalidArgument
 import embedding_equivalence as ee
 from embedding_equivalence import strategies as ees
 from embedding_equivalence._draw.embeddings import option_drawn
+from embedding_equivalence.forms.dtypes import dtype_name
 from embedding_equivalence.forms.options import option_applies
 
 CUDA = torch.cuda.is_available()
@@ -57,10 +58,6 @@ MINIMAL = settings(
 )
 # "Can reach" needs only the first hit: no shrinking.
 FIRST_HIT = settings(MINIMAL, max_examples=2000, phases=[Phase.generate])
-
-
-def _dtype_id(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
 
 
 def _reach(strategy: st.SearchStrategy[Any], condition: Callable[[Any], bool]) -> Any:
@@ -581,7 +578,7 @@ def test_cases_reach(condition: Callable[[ees.EmbeddingCase], bool]) -> None:
     _reach(ees.embedding_cases(), condition)
 
 
-@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=_dtype_id)
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=dtype_name)
 def test_every_float_dtype_is_reached(dtype: torch.dtype) -> None:
     _reach(ees.float_dtypes(), lambda d: d == dtype)
     _reach(ees.embedding_cases(), lambda c: c.dtype == dtype)

@@ -24,12 +24,14 @@ from hypothesis import strategies as st
 import embedding_equivalence as ee
 import embedding_equivalence._engine.torch_defects as torch_defects
 from embedding_equivalence import strategies as ees
+from embedding_equivalence._engine.arguments import resolve_arguments
 from embedding_equivalence._engine.check import (
     CheckableCase,
     EquivalenceError,
     case_snippet,
     check_case,
 )
+from embedding_equivalence._engine.driver import Part, Verification, drive, with_invalid
 from embedding_equivalence._engine.repro import candidate_source
 from embedding_equivalence._engine.torch_defects import (
     NOT_IN_TABLE,
@@ -38,7 +40,6 @@ from embedding_equivalence._engine.torch_defects import (
     describe,
     torch_defect_behind,
 )
-from embedding_equivalence._engine.verify import run_verification, with_invalid
 from embedding_equivalence.forms.options import option_applies
 from embedding_equivalence.oracle import BagOracle, EmbeddingOracle
 from embedding_equivalence.strategies import (
@@ -413,7 +414,7 @@ def minimal_case(
     dtypes: tuple[torch.dtype, ...],
     seed: int,
 ) -> tuple[ee.VerificationReport, CheckableCase]:
-    """Run ``run_verification`` as the public verifier does, recording the cases it checks.
+    """Run the driver as the public verifier does, recording the cases it checks.
 
     The engine writes each case's snippet before it runs it, and Hypothesis runs the minimal
     failing case last: the last case recorded is the counterexample of the report.
@@ -424,10 +425,11 @@ def minimal_case(
         seen.append(case)
         return case_snippet(case, backward, preamble)
 
-    report = run_verification(
-        candidate, cases, oracle, backward=True, options=options, dtypes=dtypes,
-        devices=("cpu",), max_examples=100, seed=seed, snippet=recording,
-    )  # fmt: skip
+    args = resolve_arguments(
+        "verify_embedding", candidate, options=options, dtypes=dtypes, devices=["cpu"], seed=seed
+    )
+    part = Part(cases, snippet=recording)
+    report = drive(Verification(candidate, args, oracle, [lambda: part]))
     assert not report.passed
     assert report.counterexample == case_snippet(seen[-1], True, candidate_source(candidate))
     return report, seen[-1]
@@ -457,7 +459,7 @@ def test_verify_embedding_bag_on_torch_names_the_defect(
         boundaries=False,
     )
     assert not public.passed
-    # The same run through run_verification, recording the cases: the verifier's valid
+    # The same run through the driver, recording the cases: the verifier's valid
     # strategy for the one mode, and its invalid one (one example in five).
     valid = ees.embedding_bag_cases(
         modes=(mode,),

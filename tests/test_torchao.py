@@ -41,8 +41,9 @@ def test_torchaos_lookup_is_the_exact_dequantization(symmetric: bool) -> None:
 def test_the_lookup_of_what_torchao_stores_from_float32_tables() -> None:
     report = eta.verify_torchao_embedding(dims=(2, 16), dtypes=(torch.float32,), seed=0)
     assert report.passed, str(report)
-    assert report.scheme is not None
-    assert report.scheme.startswith("int8 (torchao ")
+    assert report.quantized is not None
+    assert report.quantized.scheme == "int8"
+    assert (report.quantized.source or "").startswith("torchao ")
     assert report.worst_error > 0  # the lookup was judged, not skipped
 
 

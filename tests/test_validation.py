@@ -20,7 +20,7 @@ from embedding_equivalence import (
     OneHotTooLargeError,
 )
 from embedding_equivalence import strategies as ees
-from embedding_equivalence.forms.validation import INTEGER_TABLE_DTYPES
+from embedding_equivalence.forms.dtypes import INTEGER_TABLE_DTYPES
 from registry import form_params
 
 Form = Callable[..., torch.Tensor]

@@ -68,15 +68,20 @@ def main() -> int:
         )
         returned = time.time()
         first_line = (report.failure or "").splitlines()[0] if report.failure else ""
+        group = report.sharded  # None only where a rank's own report knows no sharding
         line = (
             f"rank {rank} of {world}: passed={report.passed} examples={report.examples} "
-            f"(boundaries {report.boundary_examples}) world={report.world_size} "
+            f"(boundaries {report.boundary_examples}) world={group.world_size if group else world} "
             f"failure={first_line}"
         )
         folder = out / str(i) if len(candidates) > 1 else out
         folder.mkdir(exist_ok=True)
         (folder / f"rank{rank}.txt").write_text(line)
-        times = {"joined": joined, "returned": returned, "startup_seconds": report.startup_seconds}
+        times = {
+            "joined": joined,
+            "returned": returned,
+            "startup_seconds": group.startup_seconds if group else (),
+        }
         (folder / f"rank{rank}.json").write_text(json.dumps(times))
         print(line, flush=True)
     dist.destroy_process_group()

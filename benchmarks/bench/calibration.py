@@ -21,7 +21,7 @@ import torch
 from torch.utils.benchmark import Timer
 
 from embedding_equivalence.forms.matmul import sparse_one_hot
-from embedding_equivalence.forms.validation import available_memory_bytes
+from embedding_equivalence.forms.memory import available_memory_bytes
 
 from .sweep_forms import SweepForm
 from .timing import MODES, Timing, build_inputs, time_group, timer_fn

@@ -12,7 +12,7 @@ import platform
 
 import torch
 
-from embedding_equivalence.forms.validation import format_bytes
+from embedding_equivalence.forms.memory import format_bytes
 
 from .timing import dtype_name
 

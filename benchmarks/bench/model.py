@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from embedding_equivalence.forms.validation import format_bytes
+from embedding_equivalence.forms.memory import format_bytes
 
 from .calibration import Calibration, gemm_k
 from .timing import MODES, Mode

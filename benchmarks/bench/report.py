@@ -16,7 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from embedding_equivalence._cli.console import Table
-from embedding_equivalence.forms.validation import format_bytes
+from embedding_equivalence.forms.memory import format_bytes
 
 from .calibration import Calibration
 from .plots import write_plots

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from embedding_equivalence._cli.console import Progress
-from embedding_equivalence.forms.validation import (
+from embedding_equivalence.forms.memory import (
     OneHotTooLargeError,
     available_memory_bytes,
     check_one_hot_fits,

@@ -17,15 +17,12 @@ Examples:
 
 from ._draw.sizes import large_table_sizes
 from ._engine.check import EquivalenceError
-from ._engine.verify import (
-    VerificationReport,
-    verify_embedding,
-    verify_embedding_bag,
-    verify_quantized_embedding,
-)
+from ._engine.report import VerificationReport
+from ._engine.verify import verify_embedding, verify_embedding_bag, verify_quantized_embedding
 from .forms.bag import lookup_embedding_bag, matmul_embedding_bag
 from .forms.lookup import lookup_embedding
 from .forms.matmul import linear_embedding, matmul_embedding, sparse_matmul_embedding
+from .forms.memory import OneHotTooLargeError
 from .forms.modules import MatmulEmbedding, embedding_to_linear, linear_to_embedding
 from .forms.quantized import (
     SCHEMES,
@@ -34,7 +31,6 @@ from .forms.quantized import (
     lookup_quantized_embedding,
     quantize_rowwise,
 )
-from .forms.validation import OneHotTooLargeError
 
 __all__ = [
     "EquivalenceError",

@@ -70,6 +70,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from .forms.dtypes import dtype_name as _dtype_name
 from .forms.modules import MatmulEmbedding as _MatmulEmbedding
 
 if typing.TYPE_CHECKING:  # pragma: no cover - annotations only; Keras is imported lazily
@@ -110,10 +111,6 @@ def _keras(fn: str) -> ModuleType:
             f"upgrade with {_INSTALL}"
         )
     return keras
-
-
-def _dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
 
 
 def _to_torch(keras_: ModuleType, value: Any) -> torch.Tensor:
@@ -186,6 +183,39 @@ def _keras_table(layer: Any, fn: str) -> tuple[ModuleType, torch.Tensor]:
     return keras_, _to_torch(keras_, layer.embeddings)
 
 
+def _keras_embedding(keras_: ModuleType, table: torch.Tensor, trainable: Any, **kwargs: Any) -> Any:
+    """A built ``keras.layers.Embedding`` holding a copy of ``table`` (trainable unless None).
+
+    Built with zeros, so that nothing is drawn from any random generator, then assigned.
+    """
+    layer = keras_.layers.Embedding(*table.shape, embeddings_initializer="zeros", **kwargs)
+    layer.build()
+    layer.embeddings.assign(_to_keras(keras_, table))
+    if trainable is not None:
+        layer.trainable = trainable
+    return layer
+
+
+def _keras_dense(
+    keras_: ModuleType, kernel: torch.Tensor, bias: torch.Tensor | None, trainable: Any, dtype: Any
+) -> Any:
+    """A built ``keras.layers.Dense`` holding copies of an ``(in, out)`` kernel and the bias.
+
+    Built with zeros, so that nothing is drawn from any random generator, then assigned.
+    """
+    inputs, units = kernel.shape
+    dense = keras_.layers.Dense(
+        units, use_bias=bias is not None, kernel_initializer="zeros", bias_initializer="zeros",
+        dtype=dtype,
+    )  # fmt: skip
+    dense.build((None, inputs))
+    dense.kernel.assign(_to_keras(keras_, kernel))
+    if bias is not None:
+        dense.bias.assign(_to_keras(keras_, bias))
+    dense.trainable = trainable
+    return dense
+
+
 def _torch_device(keras_: ModuleType, table: torch.Tensor) -> torch.device:
     # On the torch backend the copy stays where Keras keeps the variable; elsewhere the CPU.
     return table.device if keras_.backend.backend() == "torch" else torch.device("cpu")
@@ -195,11 +225,13 @@ def _torch_device(keras_: ModuleType, table: torch.Tensor) -> torch.device:
 # Layouts (torch only)
 
 
-def _as_2d(weight: Any, fn: str, what: str) -> torch.Tensor:
+def _copy_2d(weight: Any, fn: str, what: str, *, transpose: bool = False) -> torch.Tensor:
+    """A contiguous, detached copy of a 2-D ``weight`` (or of its transpose)."""
     t = torch.as_tensor(weight)
     if t.dim() != 2:
         raise ValueError(f"{fn}: {what} must be 2-D, got shape {tuple(t.shape)}")
-    return t.detach()
+    t = t.detach().t() if transpose else t.detach()
+    return t.clone(memory_format=torch.contiguous_format)
 
 
 def table_to_dense_kernel(weight: Any) -> torch.Tensor:
@@ -227,8 +259,7 @@ def table_to_dense_kernel(weight: Any) -> torch.Tensor:
                 [2., 3.],
                 [4., 5.]])
     """
-    t = _as_2d(weight, "table_to_dense_kernel", "the table")
-    return t.clone(memory_format=torch.contiguous_format)
+    return _copy_2d(weight, "table_to_dense_kernel", "the table")
 
 
 def dense_kernel_to_table(kernel: Any) -> torch.Tensor:
@@ -245,8 +276,7 @@ def dense_kernel_to_table(kernel: Any) -> torch.Tensor:
     Raises:
         ValueError: ``kernel`` is not 2-D.
     """
-    t = _as_2d(kernel, "dense_kernel_to_table", "the kernel")
-    return t.clone(memory_format=torch.contiguous_format)
+    return _copy_2d(kernel, "dense_kernel_to_table", "the kernel")
 
 
 def linear_weight_to_dense_kernel(linear_weight: Any) -> torch.Tensor:
@@ -269,8 +299,8 @@ def linear_weight_to_dense_kernel(linear_weight: Any) -> torch.Tensor:
         >>> linear_weight_to_dense_kernel(torch.tensor([[1.0, 2.0, 3.0]])).shape
         torch.Size([3, 1])
     """
-    t = _as_2d(linear_weight, "linear_weight_to_dense_kernel", "the linear weight")
-    return t.t().clone(memory_format=torch.contiguous_format)
+    fn = "linear_weight_to_dense_kernel"
+    return _copy_2d(linear_weight, fn, "the linear weight", transpose=True)
 
 
 def dense_kernel_to_linear_weight(kernel: Any) -> torch.Tensor:
@@ -287,8 +317,7 @@ def dense_kernel_to_linear_weight(kernel: Any) -> torch.Tensor:
     Raises:
         ValueError: the kernel is not 2-D.
     """
-    t = _as_2d(kernel, "dense_kernel_to_linear_weight", "the kernel")
-    return t.t().clone(memory_format=torch.contiguous_format)
+    return _copy_2d(kernel, "dense_kernel_to_linear_weight", "the kernel", transpose=True)
 
 
 # --------------------------------------------------------------------------------------------
@@ -379,21 +408,8 @@ def embedding_to_keras(
     fn = "embedding_to_keras"
     table, trainable = _table_of(embedding, fn)
     keras_ = _keras(fn)
-    rows, cols = table.shape
-    layer = keras_.layers.Embedding(
-        rows,
-        cols,
-        # zeros: no draw from any random generator; the table is assigned right after.
-        embeddings_initializer="zeros",
-        mask_zero=mask_zero,
-        dtype=dtype if dtype is not None else _dtype_name(table.dtype),
-        name=name,
-    )
-    layer.build()
-    layer.embeddings.assign(_to_keras(keras_, table))
-    if trainable is not None:
-        layer.trainable = trainable
-    return layer
+    dtype = dtype if dtype is not None else _dtype_name(table.dtype)
+    return _keras_embedding(keras_, table, trainable, mask_zero=mask_zero, dtype=dtype, name=name)
 
 
 def keras_embedding_to_torch(layer: keras.layers.Embedding) -> nn.Embedding:
@@ -448,16 +464,7 @@ def keras_embedding_to_dense(layer: keras.layers.Embedding) -> keras.layers.Dens
         ValueError: the layer is not built, or it is quantized.
     """
     keras_, table = _keras_table(layer, "keras_embedding_to_dense")
-    dense = keras_.layers.Dense(
-        layer.output_dim,
-        use_bias=False,
-        kernel_initializer="zeros",  # no random draw; the kernel is assigned right after
-        dtype=layer.dtype_policy,
-    )
-    dense.build((None, layer.input_dim))
-    dense.kernel.assign(_to_keras(keras_, table))
-    dense.trainable = layer.trainable
-    return dense
+    return _keras_dense(keras_, table, None, layer.trainable, layer.dtype_policy)
 
 
 def dense_to_keras_embedding(dense: keras.layers.Dense) -> keras.layers.Embedding:
@@ -487,14 +494,7 @@ def dense_to_keras_embedding(dense: keras.layers.Dense) -> keras.layers.Embeddin
         )
     _check_linear_activation(keras_, dense, fn, "an Embedding")
     kernel = _to_torch(keras_, dense.kernel)
-    rows, cols = kernel.shape
-    layer = keras_.layers.Embedding(
-        rows, cols, embeddings_initializer="zeros", dtype=dense.dtype_policy
-    )
-    layer.build()
-    layer.embeddings.assign(_to_keras(keras_, kernel))
-    layer.trainable = dense.trainable
-    return layer
+    return _keras_embedding(keras_, kernel, dense.trainable, dtype=dense.dtype_policy)
 
 
 def linear_to_dense(linear: nn.Linear) -> keras.layers.Dense:
@@ -515,21 +515,10 @@ def linear_to_dense(linear: nn.Linear) -> keras.layers.Dense:
     fn = "linear_to_dense"
     if not isinstance(linear, nn.Linear):
         raise TypeError(f"{fn}: expected nn.Linear, got {type(linear).__name__}")
-    keras_ = _keras(fn)
-    weight = linear.weight
-    dense = keras_.layers.Dense(
-        linear.out_features,
-        use_bias=linear.bias is not None,
-        kernel_initializer="zeros",  # no random draw; the weights are assigned right after
-        bias_initializer="zeros",
-        dtype=_dtype_name(weight.dtype),
-    )
-    dense.build((None, linear.in_features))
-    dense.kernel.assign(_to_keras(keras_, linear_weight_to_dense_kernel(weight)))
-    if linear.bias is not None:
-        dense.bias.assign(_to_keras(keras_, linear.bias))
-    dense.trainable = weight.requires_grad
-    return dense
+    keras_, weight = _keras(fn), linear.weight
+    kernel = linear_weight_to_dense_kernel(weight)
+    dtype = _dtype_name(weight.dtype)
+    return _keras_dense(keras_, kernel, linear.bias, weight.requires_grad, dtype)
 
 
 def dense_to_linear(dense: keras.layers.Dense) -> nn.Linear:

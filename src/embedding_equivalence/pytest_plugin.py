@@ -39,9 +39,10 @@ from collections.abc import Mapping
 
 import pytest
 
-from ._cli.usage import int_at_least
-from .forms.validation import dtype_name
-from .strategies import available_devices, supported_float_dtypes
+from ._draw.tensors import available_devices, supported_float_dtypes
+from ._engine.arguments import DEFAULT_MAX_EXAMPLES
+from .forms.dtypes import dtype_name
+from .forms.validation import int_at_least
 
 __all__ = [
     "DEVICES_ENV",
@@ -111,7 +112,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--embedding-max-examples",
         type=int_at_least(1),  # refused on the command line, before any test is collected
-        default=100,
+        default=DEFAULT_MAX_EXAMPLES,
         help="example budget for embedding verification (fixture embedding_max_examples)",
     )
 
@@ -141,6 +142,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.fixture
 def embedding_max_examples(request: pytest.FixtureRequest) -> int:
     """The example budget given by ``--embedding-max-examples`` (default 100)."""
-    value = request.config.getoption("--embedding-max-examples", default=100)
+    value = request.config.getoption("--embedding-max-examples", default=DEFAULT_MAX_EXAMPLES)
     assert isinstance(value, int)  # the option's type checked it when the command was parsed
     return value

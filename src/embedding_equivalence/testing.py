@@ -28,12 +28,12 @@ from typing import Any
 
 import torch
 
-from ._draw.cases import Call as _Call
 from ._draw.cases import EmbeddingBagCase as _EmbeddingBagCase
 from ._draw.cases import EmbeddingCase as _EmbeddingCase
 from ._engine import check as _check
 from ._engine import repro as _repro
-from ._engine.check import EquivalenceError, compare_exact_or_bounded
+from ._engine.check import EquivalenceError
+from ._engine.compare import compare_exact_or_bounded
 from .oracle import BagOracle as _BagOracle
 from .oracle import EmbeddingOracle as _EmbeddingOracle
 from .oracle import Oracle as _Oracle
@@ -45,6 +45,7 @@ from .oracle.bag import (
     reference_embedding_bag_grad,
 )
 from .oracle.bounds import gamma, renorm_error_bound, unit_roundoff
+from .oracle.call import Call as _Call
 from .oracle.embedding import gradient_error_bound, reference_embedding, reference_embedding_grad
 
 __all__ = [
@@ -71,51 +72,32 @@ __all__ = [
 
 
 def _check_tensors(
-    candidate: Callable[..., Any],
-    oracle_for: Callable[[_Call], _Oracle],
-    call: _Call,
-) -> tuple[_check.Outcome, float]:
+    candidate: Callable[..., Any], oracle_for: Callable[[_Call], _Oracle], call: _Call
+) -> tuple[torch.Tensor, float]:
     """The engine on a call given as tensors: the caller's tensors are never modified.
 
     The candidate runs on fresh leaves (clones of the table and of ``per_sample_weights``);
-    the oracle reads the table as it was; the repro spells out the caller's tensors.
+    the oracle reads the table as it was; the repro spells out the caller's tensors. Returns
+    the candidate's output (a tensor: the judge passed it) and the largest error ratio.
     """
     __tracebackhide__ = True
     backward = call.grad_output is not None
     original = call.weight.detach().clone()
-    kwargs = {
-        key: value.detach().clone().requires_grad_(backward)
-        if isinstance(value, torch.Tensor) and key == "per_sample_weights"
-        else value
-        for key, value in call.kwargs.items()
-    }
+    kwargs, psw = dict(call.kwargs), call.per_sample_weights
+    if psw is not None:
+        kwargs["per_sample_weights"] = psw.detach().clone().requires_grad_(backward)
     run = _Call(call.input, original.clone().requires_grad_(backward), kwargs, call.offsets,
                call.grad_output)  # fmt: skip
     oracle = oracle_for(_Call(call.input, original, kwargs, call.offsets))
     outcome = _check.run_in_process(candidate, run)
     name = _repro.describe_call(candidate, run, weight=original)
     worst = _check.judge(outcome, run, oracle, name, _repro.call_source(candidate, call))
-    return outcome, worst
-
-
-def _check_forward(
-    candidate: Callable[..., Any],
-    oracle_for: Callable[[_Call], _Oracle],
-    call: _Call,
-) -> torch.Tensor:
-    """[`_check_tensors`][] on a call without ``grad_output``; the candidate's output."""
-    __tracebackhide__ = True
-    outcome, _ = _check_tensors(candidate, oracle_for, call)
     assert isinstance(outcome.output, torch.Tensor)
-    return outcome.output
+    return outcome.output, worst
 
 
 def assert_forward_equivalent(
-    candidate: Callable[..., Any],
-    input: torch.Tensor,
-    weight: torch.Tensor,
-    /,
-    **kwargs: Any,
+    candidate: Callable[..., Any], input: torch.Tensor, weight: torch.Tensor, /, **kwargs: Any
 ) -> torch.Tensor:
     """Assert that ``candidate(input, weight, **kwargs)`` is the exact lookup ``weight[input]``.
 
@@ -137,7 +119,7 @@ def assert_forward_equivalent(
         EquivalenceError: on any difference, with a repro snippet.
     """
     __tracebackhide__ = True
-    return _check_forward(candidate, _EmbeddingOracle.for_call, _Call(input, weight, kwargs))
+    return _check_tensors(candidate, _EmbeddingOracle.for_call, _Call(input, weight, kwargs))[0]
 
 
 def assert_backward_equivalent(
@@ -234,7 +216,8 @@ def assert_bag_forward_equivalent(
         EquivalenceError: on any difference, with a repro snippet.
     """
     __tracebackhide__ = True
-    return _check_forward(candidate, _BagOracle.for_call, _Call(input, weight, kwargs, offsets))
+    call = _Call(input, weight, kwargs, offsets)
+    return _check_tensors(candidate, _BagOracle.for_call, call)[0]
 
 
 def assert_bag_backward_equivalent(

@@ -79,8 +79,9 @@ DATA_PATH: tuple[tuple[Stage, ...], ...] = (
                 Part(
                     "_draw.cases",
                     "`EmbeddingCase`, `EmbeddingBagCase`: one drawn call made only of plain "
-                    "values (`IdsRecipe`, `WeightRecipe`, options, grad seed); `.build()` makes "
-                    "fresh tensors, `.source()` writes the Python that rebuilds them.",
+                    "values (`IdsRecipe`, `WeightRecipe` of `_draw.recipes`, options, grad seed); "
+                    "`.build()` makes fresh tensors, `.source()` writes the Python that rebuilds "
+                    "them.",
                 ),
             ),
         ),
@@ -126,8 +127,8 @@ DATA_PATH: tuple[tuple[Stage, ...], ...] = (
                 Part(
                     "oracle",
                     "The exact float64 references, `EmbeddingOracle` (`embedding.py`) and "
-                    "`BagOracle` (`bag.py`, ties of max bags in `max_ties.py`), with the error "
-                    "bounds derived in `bounds.py`; `expected.py` is the `Oracle` protocol "
+                    "`BagOracle` (`bag.py`, its max mode and ties in `max_ties.py`), with the "
+                    "error bounds derived in `bounds.py`; `expected.py` is the `Oracle` protocol "
                     "that the judge asks.",
                 ),
             ),
@@ -156,14 +157,23 @@ DATA_PATH: tuple[tuple[Stage, ...], ...] = (
             (
                 Part(
                     "_engine.verify",
-                    "`verify_embedding`, `verify_embedding_bag`: thin adapters (a strategy, an "
-                    "oracle, an options table) that run Hypothesis over the engine and build "
-                    "the `VerificationReport`.",
+                    "`verify_embedding`, `verify_embedding_bag`, `verify_quantized_embedding`: "
+                    "descriptions (cases, boundary examples, an oracle, parts) for the driver.",
                 ),
                 Part(
                     "distributed._verify",
-                    "`verify_sharded_embedding`: the same adapter with the runner on ranks "
-                    "and a `torchrun` repro script.",
+                    "`verify_sharded_embedding`: a description whose parts run on the ranks "
+                    "of a process group, with a `torchrun` repro script.",
+                ),
+                Part(
+                    "_engine.driver",
+                    "The one driver: the budget split, the boundary phase, Hypothesis, the "
+                    "diagnosis of torch's defects, the merge of the parts' reports.",
+                ),
+                Part(
+                    "_engine.report",
+                    "The typed `VerificationReport`, one record per kind of run, and its one "
+                    "renderer (text, table row, JSON).",
                 ),
                 Part(
                     "testing",

@@ -106,14 +106,6 @@ def scrub(text: str | None) -> str | None:
     return text
 
 
-def _load(reference: str) -> Any:
-    module, _, qualname = reference.partition(":")
-    obj: Any = importlib.import_module(module)
-    for part in qualname.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
 def _source(value: Any) -> str:
     """A keyword argument's value as Python source (dtypes by their torch name)."""
     if isinstance(value, (list, tuple)) and value and all(v in DTYPES for v in value):
@@ -226,7 +218,9 @@ def execute(
     module, name = _VERIFIERS[run.verifier]
     verifier: Callable[..., Any] = getattr(importlib.import_module(module), name)
     sharded = run.verifier == "verify_sharded_embedding"
-    candidate = run.candidate if sharded else _load(run.candidate)
+    from embedding_equivalence._engine.names import import_reference
+
+    candidate = run.candidate if sharded else import_reference(run.candidate)
     log(f"  {run.label}: {run.call}")
     _emit("start", asdict(run))
     start = time.perf_counter()
@@ -255,11 +249,11 @@ def execute(
         "kind": kind,
         "found": found,
     }
-    if report.compiled_examples is not None:
+    if report.compiled is not None:
         record["compiled"] = {
-            "compiled_examples": report.compiled_examples,
-            "eager_fallbacks": report.eager_fallbacks,
-            "fallback_reasons": report.fallback_reasons,
+            "compiled_examples": report.compiled.examples,
+            "eager_fallbacks": report.compiled.eager_fallbacks,
+            "fallback_reasons": report.compiled.fallback_reasons,
         }
     verdict = "passed" if report.passed else f"FAILED ({kind})"
     log(f"    {verdict} after {report.examples} examples in {seconds:.1f} s: {found}")

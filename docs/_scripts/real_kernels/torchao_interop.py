@@ -29,7 +29,6 @@ their own int8 kernel with ``verify_quantized_embedding``.
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import math
 from collections.abc import Callable
@@ -42,17 +41,21 @@ from hypothesis import note
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from embedding_equivalence._draw.cases import Call as _Call
-from embedding_equivalence._draw.cases import IdsRecipe as _IdsRecipe
-from embedding_equivalence._draw.cases import WeightRecipe as _WeightRecipe
+from embedding_equivalence._draw.recipes import IdsRecipe as _IdsRecipe
+from embedding_equivalence._draw.recipes import WeightRecipe as _WeightRecipe
 from embedding_equivalence._draw.tensors import SEEDS as _SEEDS
 from embedding_equivalence._draw.tensors import ids_recipes as _ids_recipes
+from embedding_equivalence._engine.arguments import DEFAULT_MAX_EXAMPLES as _DEFAULT_MAX_EXAMPLES
+from embedding_equivalence._engine.arguments import resolve_arguments as _resolve_arguments
 from embedding_equivalence._engine.check import EquivalenceError as _EquivalenceError
-from embedding_equivalence._engine.verify import VerificationReport as _VerificationReport
-from embedding_equivalence._engine.verify import check_budget as _check_budget
-from embedding_equivalence._engine.verify import run_verification as _run_verification
+from embedding_equivalence._engine.driver import Part as _Part
+from embedding_equivalence._engine.driver import Verification as _Verification
+from embedding_equivalence._engine.driver import drive as _drive
+from embedding_equivalence._engine.report import QuantizedRun as _QuantizedRun
+from embedding_equivalence._engine.report import VerificationReport as _VerificationReport
 from embedding_equivalence.forms.quantized import QuantizedTable as _QuantizedTable
 from embedding_equivalence.forms.quantized import dequantize_rowwise as _dequantize_rowwise
+from embedding_equivalence.oracle.call import Call as _Call
 from embedding_equivalence.oracle.quantized import QuantizedOracle as _QuantizedOracle
 from embedding_equivalence.oracle.quantized import (
     quantization_error_bound as _quantization_error_bound,
@@ -281,7 +284,7 @@ def verify_torchao_embedding(
     *,
     dtypes: tuple[torch.dtype, ...] = (torch.float32, torch.float16, torch.bfloat16),
     dims: tuple[int, int] = (1, 16),
-    max_examples: int = 100,
+    max_examples: int = _DEFAULT_MAX_EXAMPLES,
     seed: int | None = None,
 ) -> _VerificationReport:
     """Verify torchao's int8 embedding: its quantizer, then its lookup of what it stored.
@@ -311,17 +314,17 @@ def verify_torchao_embedding(
         InvalidArgument: a dtype that is not floating, or a bad ``max_examples``.
     """
     _torchao()
-    _check_budget(torchao_int8_embedding, max_examples)
     if not (isinstance(dims, tuple) and len(dims) == 2 and 1 <= dims[0] <= dims[1]):
         raise InvalidArgument(f"dims={dims!r} must be an inclusive range (lo, hi), 1 <= lo <= hi")
-    for dt in dtypes:
-        if not isinstance(dt, torch.dtype) or not dt.is_floating_point:
-            raise InvalidArgument(f"dtypes contains {dt!r}, which is not a floating torch.dtype")
-    factory: Callable[[_Call], Any] = _QuantizedOracle.factory("int8")
-    report = _run_verification(
-        torchao_int8_embedding, _torchao_cases(tuple(dtypes), dims), factory, backward=False,
-        options=(), dtypes=tuple(dtypes), devices=("cpu",), max_examples=max_examples,
-        seed=seed,
+    args = _resolve_arguments(
+        "verify_torchao_embedding", torchao_int8_embedding, dtypes=dtypes, devices=["cpu"],
+        max_examples=max_examples, seed=seed, backward=False,
     )  # fmt: skip
+    part = _Part(_torchao_cases(args.dtypes, dims))
     version = importlib.import_module("torchao").__version__
-    return dataclasses.replace(report, scheme=f"int8 (torchao {version}, per row)")
+    record = _QuantizedRun("int8", source=f"torchao {version}, per row")
+    factory: Callable[[_Call], Any] = _QuantizedOracle.factory("int8")
+    description = _Verification(
+        torchao_int8_embedding, args, factory, [lambda: part], {"quantized": record}
+    )
+    return _drive(description)

@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
-import random
 import shlex
 import time
 from collections.abc import Callable, Collection, Sequence
@@ -40,7 +38,7 @@ if TYPE_CHECKING:
     import rich.console
     import rich.progress
 
-    from .._engine.verify import VerificationReport
+    from .._engine.report import VerificationReport
 
 __all__ = [
     "HAS_RICH",
@@ -366,7 +364,9 @@ def cell_seed(run_seed: int, cell: str) -> int:
 
 def draw_run_seed() -> int:
     """A fresh run seed in ``[0, 2**32)``, for a run given no ``--seed``."""
-    return random.SystemRandom().randrange(2**32)
+    from .._engine.arguments import draw_seed
+
+    return draw_seed()
 
 
 def replay_command(run_seed: int, cell: str, flags: Sequence[str]) -> str:
@@ -393,23 +393,13 @@ def result_fields(report: VerificationReport, cell: str, replay: str) -> dict[st
         replay: the command that replays the cell.
 
     Returns:
-        ``passed``, ``examples``, ``boundary_examples`` (of them, the boundary examples),
-        ``worst_error``, ``seed`` (the cell's), ``cell``, ``replay``, ``seconds``, ``failure``,
-        ``boundary`` (the boundary a failure crossed, else ``None``) and ``counterexample``.
+        The report's fields ([`report_fields`][embedding_equivalence._engine.report.report_fields]:
+        the verdict, the counts, the seed, the failure, the records of the kind of run), with
+        ``seed`` the cell's, ``cell`` and ``replay``.
     """
-    return {
-        "passed": report.passed,
-        "examples": report.examples,
-        "boundary_examples": report.boundary_examples,
-        "worst_error": report.worst_error if math.isfinite(report.worst_error) else None,
-        "seed": report.seed,
-        "cell": cell,
-        "replay": replay,
-        "seconds": round(report.elapsed, 3),
-        "failure": report.failure,
-        "boundary": report.boundary,
-        "counterexample": report.counterexample,
-    }
+    from .._engine.report import report_fields
+
+    return {**report_fields(report), "cell": cell, "replay": replay}
 
 
 def write_failure(
@@ -427,11 +417,10 @@ def write_failure(
     out.write("\n")
     write_title(out, f"FAILED {row['cell']} (cell seed {row['seed']})")
     out.write(f"Replay this cell: {row['replay']}\n")
-    text = str(report)
-    if report.boundary and report.boundary not in text:
-        out.write(f"Boundary example: {report.boundary}\n")
+    from .._engine.report import render_text
+
+    text = render_text(report, repro=repro)
     if not repro:
-        text = text.split("\n\nMinimal counterexample:\n")[0]
         text += "\n(The minimal counterexample is like the one above; replay this cell for it.)"
     out.write(f"{text}\n")
 

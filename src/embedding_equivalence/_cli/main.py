@@ -26,18 +26,23 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn, TextIO
+from typing import Any, TextIO
 
 import torch
 from hypothesis.errors import InvalidArgument
 
-from .. import __version__
-from .._draw.tensors import device_problem, float_dtypes
-from .._engine.repro import import_reference
+from .._draw.strategies import QUANTIZED_SCALE_DTYPES
+from .._draw.tensors import available_devices, device_problem, dtypes_on, float_dtypes
+from .._engine.names import import_reference
+from .._engine.report import JSON_SCHEMA, VerificationReport
 from .._engine.triton import switch_interpreter_on
+from .._engine.verify import verify_embedding, verify_embedding_bag, verify_quantized_embedding
+from ..forms.dtypes import FLOAT_DTYPE_NAMES, dtype_name
+from ..forms.lookup import lookup_embedding
+from ..forms.matmul import matmul_embedding
 from ..forms.options import BAG_OPTIONS, EMBEDDING_OPTIONS
+from ..forms.quantized import lookup_quantized_embedding
 from ..forms.registry import forms
-from ..forms.validation import FLOAT_DTYPE_NAMES, dtype_name
 from .console import (
     Column,
     Progress,
@@ -50,14 +55,13 @@ from .console import (
     result_fields,
     write_title,
 )
-from .usage import UsageError, int_at_least
+from .parser import DEFAULT_CLI_EXAMPLES, SIZE_FLAGS, build_parser, csv_list
+from .usage import UsageError
 
 __all__ = ["UsageError", "main"]
 
-#: ``--dtypes`` names: the package's floating dtypes (one list, in ``forms.validation``).
+#: ``--dtypes`` names: the package's floating dtypes (one list, in ``forms.dtypes``).
 _DTYPES = FLOAT_DTYPE_NAMES
-#: Examples per row of the default ``verify`` table (implementation x options x device x dtype).
-DEFAULT_CLI_EXAMPLES = 25
 #: Random examples of a row that runs the boundary phase for several dtypes (the verifiers
 #: take no budget of 0).
 _BOUNDARY_CELL_EXAMPLES = 1
@@ -77,11 +81,6 @@ _COLUMNS: tuple[Column, ...] = (
     ("worst/bound#", _worst),
     ("seconds#", lambda r: f"{r['seconds']:.1f}"),
 )
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
 
 
 @dataclass(frozen=True)
@@ -169,32 +168,7 @@ def _load_candidate(spec: str) -> Callable[..., Any]:
     return fn
 
 
-def _size(value: str) -> int | tuple[int, int]:
-    """``N`` or an inclusive ``LO:HI`` range of positive ints."""
-    lo, sep, hi = value.partition(":")
-    try:
-        bounds = (int(lo), int(hi)) if sep else (int(lo), int(lo))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{value!r} is not N or LO:HI, e.g. 50257 or 1000:4000"
-        ) from None
-    if not 1 <= bounds[0] <= bounds[1]:
-        raise argparse.ArgumentTypeError(f"{value!r} must satisfy 1 <= LO <= HI")
-    return bounds if sep else bounds[0]
-
-
-def _csv(value: str) -> list[str]:
-    return [v.strip() for v in value.split(",") if v.strip()]
-
-
-_positive_int = int_at_least(1)
-_nonnegative_int = int_at_least(0)
-
-
 def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    import embedding_equivalence as ee
-    from embedding_equivalence import strategies as ees
-
     only = _only(args)
     try:
         dtypes = list(float_dtypes(args.dtypes, "--dtypes")) if args.dtypes else None
@@ -211,7 +185,7 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             raise UsageError(f"--triton-interpret: {exc}") from None
     if args.json not in (None, "-"):
         _check_writable(args.json)
-    devices = args.devices or ees.available_devices()
+    devices = args.devices or available_devices()
     for d in devices:
         problem = device_problem(d)
         if problem is not None:
@@ -236,7 +210,7 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         targets = [_Target(args.candidate, fn, tuple(args.options or ()), args.bag)]
         option_sets = {args.candidate: [tuple(args.options or ())]}
     elif args.scheme is not None:
-        lookup = functools.partial(ee.lookup_quantized_embedding, scheme=args.scheme)
+        lookup = functools.partial(lookup_quantized_embedding, scheme=args.scheme)
         targets = [_Target(f"lookup_quantized_embedding[{args.scheme}]", lookup, (), False)]
         option_sets = {targets[0].name: [()]}
     else:
@@ -255,14 +229,13 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         for t in targets:
             for opts in dict.fromkeys(option_sets[t.name]):
                 for dev in devices:
-                    supported = ees.supported_float_dtypes(dev)
-                    default = ees.QUANTIZED_SCALE_DTYPES if args.scheme else supported
-                    dts = tuple(dt for dt in dtypes or default if dt in supported)
+                    default = QUANTIZED_SCALE_DTYPES if args.scheme else None
+                    dts = dtypes_on(dev, dtypes or default)
                     jobs += _cells(t, opts, dev, dts, args.max_examples, boundaries)
     run_seed = args.seed if args.seed is not None else draw_run_seed()
     flags = _replay_flags(args)
     results: list[dict[str, Any]] = []
-    reports: list[ee.VerificationReport] = []
+    reports: list[VerificationReport] = []
     with Progress("verify", len(jobs), err) as progress:
         for job in jobs:
             dtype_text = ",".join(dtype_name(dt) for dt in job.dtypes)
@@ -271,12 +244,12 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             )
             cell = cell_name(job.target.name, job.options, job.device, dtype_text)
             if args.scheme is not None:  # a quantized table: no options, forward only
-                verify: Callable[..., ee.VerificationReport] = functools.partial(
-                    ee.verify_quantized_embedding, scheme=args.scheme, symmetric=args.symmetric
+                verify: Callable[..., VerificationReport] = functools.partial(
+                    verify_quantized_embedding, scheme=args.scheme, symmetric=args.symmetric
                 )
             else:
                 verify = functools.partial(
-                    ee.verify_embedding_bag if job.target.bag else ee.verify_embedding,
+                    verify_embedding_bag if job.target.bag else verify_embedding,
                     options=job.options,
                     backward=not args.forward_only,
                 )
@@ -303,8 +276,7 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             results.append(row)
             reports.append(report)
 
-    judged = "output" if args.scheme else "gradient"
-    notes = [f"worst/bound: the worst {judged} error as a fraction of its derived bound"]
+    notes = ["worst/bound: the worst error (outputs and gradients) as a fraction of its bound"]
     if any(len(job.dtypes) > 1 for job in jobs):
         notes.append(
             "a row of several dtypes runs the boundary examples once for them (the dtypes take "
@@ -312,7 +284,7 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             "examples"
         )
     emit_results(
-        results, reports, schema="embedding-equivalence/verify/1", run_seed=run_seed,
+        results, reports, schema=JSON_SCHEMA, run_seed=run_seed,
         max_examples=args.max_examples, boundaries=not args.no_boundaries, columns=_COLUMNS,
         notes=notes, json_path=args.json, out=out, err=err,
     )  # fmt: skip
@@ -336,7 +308,7 @@ def _only(args: argparse.Namespace) -> tuple[str, tuple[str, ...], str, str] | N
             raise UsageError(f"--only names the cell's options, device and dtype; drop {flag}")
     implementation, opts, device, dtype = parse_cell(args.only)
     # A cell may draw from several dtypes, comma-separated; a sharded row from all of them.
-    names = [] if args.sharding is not None and dtype == "all" else _csv(dtype)
+    names = [] if args.sharding is not None and dtype == "all" else csv_list(dtype)
     unknown = [d for d in names if d not in _DTYPES]
     if unknown or (args.sharding is None and not names):
         choices = ", ".join(_DTYPES) if args.sharding is None else ", ".join([*_DTYPES, "all"])
@@ -351,8 +323,6 @@ def _only_job(
     args: argparse.Namespace,
 ) -> tuple[_Target, tuple[str, ...], str, tuple[torch.dtype, ...]]:
     """The one job of ``--only``: its implementation among ``targets``, with its options."""
-    from embedding_equivalence import strategies as ees
-
     implementation, opts, device, dtype_text = only
     by_name = {t.name: t for t in targets}
     if implementation not in by_name:
@@ -368,8 +338,8 @@ def _only_job(
                 f"--only: {implementation} takes no {', '.join(refused)}; its options are "
                 f"{', '.join(target.options) or 'none'}"
             )
-    dtypes = tuple(_DTYPES[d] for d in _csv(dtype_text))
-    unsupported = [dtype_name(d) for d in dtypes if d not in ees.supported_float_dtypes(device)]
+    dtypes = tuple(_DTYPES[d] for d in csv_list(dtype_text))
+    unsupported = [dtype_name(d) for d in dtypes if d not in dtypes_on(device)]
     if unsupported:
         raise UsageError(f"--only: {', '.join(unsupported)} not supported on {device}")
     return target, opts, device, dtypes
@@ -384,7 +354,7 @@ def _replay_flags(args: argparse.Namespace) -> list[str]:
     for flag, value in (("--candidate", args.candidate), ("--scheme", args.scheme)):
         if value is not None:
             flags += [flag, value]
-    for flag, value in zip(_SIZE_FLAGS, _sizes(args).values(), strict=True):
+    for flag, value in zip(SIZE_FLAGS, _sizes(args).values(), strict=True):
         if value is not None:
             flags += [flag, _size_text(value)]
     for flag, on in (
@@ -396,10 +366,6 @@ def _replay_flags(args: argparse.Namespace) -> list[str]:
         if on:
             flags.append(flag)
     return flags
-
-
-#: The size knobs' flags, in the order of the verifiers' keywords (see [`_sizes`][]).
-_SIZE_FLAGS = ("--vocab-sizes", "--embedding-dims", "--num-ids")
 
 
 def _sizes(args: argparse.Namespace) -> dict[str, Any]:
@@ -505,8 +471,6 @@ def _verify_sharded(
 
 
 def _demo(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    import embedding_equivalence as ee
-
     torch.set_printoptions(precision=4, sci_mode=False)
 
     def show(title: str, value: object) -> None:
@@ -522,11 +486,11 @@ def _demo(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     out.write("torch.manual_seed(123); embedding = torch.nn.Embedding(4, 5)\n")
     show("embedding.weight  (V=4 rows, D=5 columns)", weight.detach())
     show("ids", idx)
-    looked_up = ee.lookup_embedding(idx, weight)
+    looked_up = lookup_embedding(idx, weight)
     show("lookup: embedding.weight[ids]  (rows 2, 3, 1)", looked_up.detach())
     one_hot = torch.nn.functional.one_hot(idx, 4)
     show("one_hot(ids, 4)", one_hot)
-    product = ee.matmul_embedding(idx, weight)
+    product = matmul_embedding(idx, weight)
     show("one_hot(ids, 4).float() @ embedding.weight", product.detach())
     out.write(f"\nidentical bit for bit: {torch.equal(looked_up, product)}\n")
     grad_output = torch.tensor([[1.0] * 5, [10.0] * 5, [100.0] * 5])
@@ -540,111 +504,6 @@ def _demo(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 0
 
 
-def _build_parser() -> _Parser:
-    parser = _Parser(
-        prog="embedding-equivalence",
-        description="An embedding lookup and a one-hot matmul are the same function: "
-        "verify it, see it, measure it.",
-    )
-    parser.add_argument(
-        "--version",
-        action="version",
-        version=f"%(prog)s {__version__} (torch {torch.__version__})",
-    )
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    v = sub.add_parser(
-        "verify",
-        help="verify the package's implementations, or your kernel, against the float64 oracle",
-        description="Verify the package's implementations, or your kernel, against the float64 "
-        "oracle: a table of cells, one per implementation x options x device x dtype.",
-        epilog="Seeds: a run has one seed (--seed, or drawn at random), printed with the "
-        "summary and in the JSON. Each cell verifies under its own seed: the first 4 bytes, "
-        "big-endian, of sha256('RUN_SEED/CELL'), CELL written as --only takes it; the JSON "
-        "records it as the row's seed. A failing cell prints the command that replays it: "
-        "embedding-equivalence verify --seed RUN_SEED --only CELL, with the run's other flags. "
-        "Boundaries: every verification begins with fixed boundary examples (the same under "
-        "every seed). With several dtypes, a first row of each implementation x options x "
-        "device runs them once for all its dtypes (they take turns) with one random example, "
-        "and the rows of one dtype run the random examples.",
-    )
-    v.add_argument(
-        "--candidate",
-        metavar="MODULE:FUNCTION",
-        help="check this function (F.embedding's signature; F.embedding_bag's with --bag)",
-    )
-    v.add_argument(
-        "--triton-interpret",
-        action="store_true",
-        help="run --candidate's Triton kernels on the CPU under Triton's interpreter: sets "
-        "TRITON_INTERPRET=1 before the candidate's module is imported (refused if triton was "
-        "imported without it)",
-    )
-    v.add_argument("--bag", action="store_true", help="embedding-bag implementations")
-    v.add_argument(
-        "--sharding",
-        choices=("vocab", "dim"),
-        help="verify sharded embeddings over torch.distributed: the package's forms or "
-        "--candidate, with the table split by rows (vocab) or columns (dim)",
-    )
-    v.add_argument(
-        "--world-size",
-        type=_positive_int,
-        help="ranks to start with --sharding (default 2; under torchrun, torchrun's)",
-    )
-    v.add_argument(
-        "--scheme",
-        metavar="SCHEME",
-        help="verify a quantized lookup (int8, uint4, float8_e4m3fn, float8_e5m2): the "
-        "package's, or --candidate with the signature (input, qweight, scale, zero_point)",
-    )
-    v.add_argument(
-        "--symmetric", action="store_true", help="with --scheme int8: tables without zero points"
-    )
-    v.add_argument("--options", type=_csv, help="comma-separated options to exercise")
-    v.add_argument("--dtypes", type=_csv, help="comma-separated: float32,float64,float16,bfloat16")
-    v.add_argument("--devices", type=_csv, help="comma-separated devices (default: all present)")
-    v.add_argument(
-        "--max-examples",
-        type=_positive_int,
-        default=DEFAULT_CLI_EXAMPLES,
-        help=f"examples per table cell (default {DEFAULT_CLI_EXAMPLES})",
-    )
-    for flag, what in zip(_SIZE_FLAGS, ("V", "D", "N, ids a call"), strict=True):
-        v.add_argument(
-            flag, type=_size, metavar="N|LO:HI", help=f"{what}: a value or a range (default: drawn)"
-        )
-    v.add_argument(
-        "--seed",
-        type=_nonnegative_int,
-        help="the run's seed, to replay a run (default: drawn at random; printed either way); "
-        "each cell verifies under its own seed, derived from it",
-    )
-    v.add_argument(
-        "--only",
-        metavar="IMPL/OPTIONS/DEVICE/DTYPE",
-        help="verify one cell (row) of the table, e.g. lookup_embedding/padding_idx/cpu/float32 "
-        "(OPTIONS and DTYPE comma-separated, - for no options; with --sharding, DTYPE may be "
-        "all); with the run's --seed it replays that cell: a failing cell prints the command",
-    )
-    v.add_argument("--forward-only", action="store_true", help="skip the gradient checks")
-    v.add_argument(
-        "--no-boundaries",
-        action="store_true",
-        help="skip the boundary phase (the fixed examples at sizes around powers of two, edge "
-        "shapes and bad input that run before the random ones)",
-    )
-    v.add_argument(
-        "--json",
-        nargs="?",
-        const="-",
-        metavar="PATH",
-        help="the results as JSON: alone on stdout (progress stays on stderr), or written to "
-        "PATH (- is stdout) beside the table",
-    )
-    sub.add_parser("demo", help="the worked example: seed 123, a 4x5 table, ids [2, 3, 1]")
-    return parser
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the console script.
 
@@ -655,7 +514,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         The exit status: 0 success, 1 a failed verification, 2 a usage error.
     """
     args_list = list(sys.argv[1:] if argv is None else argv)
-    parser = _build_parser()
+    parser = build_parser()
     try:
         args = parser.parse_args(args_list)
         if args.command == "verify":

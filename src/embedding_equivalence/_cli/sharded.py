@@ -26,7 +26,7 @@ from typing import Any, TextIO
 import torch
 import torch.distributed as dist
 
-from .._engine.verify import VerificationReport
+from .._engine.report import JSON_SCHEMA, VerificationReport
 from ..distributed._group import (
     DEFAULT_STARTUP_TIMEOUT,
     DEFAULT_TIMEOUT,
@@ -165,7 +165,7 @@ def run_sharded_verify(
             for (name, _, opts), cell, report in zip(rows, cells, reports, strict=False)
         ]
         emit_results(
-            results, reports, schema="embedding-equivalence/verify-sharded/1",
+            results, reports, schema=JSON_SCHEMA,
             run_seed=run_seed, max_examples=max_examples, boundaries=boundaries,
             columns=_COLUMNS, json_path=json_path, out=out, err=err,
         )  # fmt: skip
@@ -195,14 +195,12 @@ def _row(
     run_seed: int,
     replay_flags: Sequence[str],
 ) -> dict[str, Any]:
-    """A row's fields, for the table and ``--json``."""
-    world = report.world_size
+    """A row's fields, for the table and ``--json`` (the group is the report's ``sharded``)."""
+    world = report.sharded.world_size if report.sharded is not None else 0
     flags = ["--sharding", sharding, "--world-size", str(world), *replay_flags]
     return {
         "implementation": name,
         "options": list(opts),
-        "sharding": sharding,
-        "world_size": world,
         "device": device,
         **result_fields(report, cell, replay_command(run_seed, cell, flags)),
     }
@@ -212,8 +210,8 @@ def _row(
 _COLUMNS: tuple[Column, ...] = (
     ("implementation", lambda r: r["implementation"]),
     ("options", lambda r: ",".join(r["options"]) or "-"),
-    ("sharding", lambda r: r["sharding"]),
-    ("world size#", lambda r: str(r["world_size"])),
+    ("sharding", lambda r: r["sharded"]["sharding"]),
+    ("world size#", lambda r: str(r["sharded"]["world_size"])),
     ("examples#", lambda r: str(r["examples"])),
     ("seconds#", lambda r: f"{r['seconds']:.1f}"),
 )

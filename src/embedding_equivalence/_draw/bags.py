@@ -15,7 +15,7 @@ from hypothesis.errors import InvalidArgument
 
 from ..forms.bag import bag_bounds
 from ..forms.options import BAG_MODES, BAG_OPTIONS, option_applies
-from .cases import EmbeddingBagCase, IdsRecipe
+from .cases import EmbeddingBagCase
 from .embeddings import (
     LOOKUP_INVALID_KINDS,
     draw_bad_lookup,
@@ -23,6 +23,7 @@ from .embeddings import (
     draw_some_ids,
     option_drawn,
 )
+from .recipes import IdsRecipe
 from .tensors import (
     SEEDS,
     Looks,
@@ -356,15 +357,12 @@ def _make_invalid(
     elif kind == "offsets not starting at 0":
         first = draw(st.integers(1, n), label="first offset")
         offsets = (first, draw(st.integers(first, n), label="second offset"))
-        detail = f"offsets={list(offsets)}"
     elif kind == "decreasing offsets":
         # Within [0, N]: F.embedding_bag refuses these or returns, but does not crash.
         high = draw(st.integers(1, n), label="high offset")
         offsets = (0, high, draw(st.integers(0, high - 1), label="lower offset"))
-        detail = f"offsets={list(offsets)}"
     elif kind == "last offset past the end":
         offsets = (0, n + draw(st.integers(1, 3), label="past the end by"))
-        detail = f"offsets={list(offsets)} with {n} ids"
     elif kind == "1-D input without offsets":
         offsets = None
     elif kind == "2-D input with offsets":
@@ -373,10 +371,10 @@ def _make_invalid(
         offsets = ()
     elif kind == "negative offset":
         offsets = (0, draw(st.integers(-3, -1), label="negative offset"))
-        detail = f"offsets={list(offsets)}"
     else:  # "offset past the end before the last"
         offsets = (0, n + draw(st.integers(1, 3), label="past the end by"), n)
-        detail = f"offsets={list(offsets)} with {n} ids"
+    if offsets not in (None, (), (0,)):  # offsets drawn above (not a default): name them
+        detail = f"offsets={list(offsets)}" + (f" with {n} ids" if "past the end" in kind else "")
     if kind == "include_last_offset without offsets":
         kwargs["include_last_offset"] = True
     elif offsets is not None:

@@ -17,19 +17,20 @@ import torch
 from hypothesis import note
 from hypothesis import strategies as st
 
-from ..forms.options import option_applies
-from .cases import EmbeddingCase, IdsRecipe
-from .tensors import SEEDS, Looks, Ranges, draw_basics, draw_ids, draw_weight
+from ..forms.options import option_applies, option_excluded
+from .cases import EmbeddingCase
+from .recipes import IdsRecipe
+from .tensors import SEEDS, Basics, Looks, Ranges, draw_basics, draw_ids, draw_weight
 
 __all__ = [
     "LOOKUP_INVALID_KINDS",
     "BadLookup",
     "draw_bad_lookup",
+    "draw_call_ids",
     "draw_lookup_options",
-    "draw_padding_idx",
     "draw_some_ids",
+    "draw_spoilt_ids",
     "embedding_case",
-    "lookup_reason",
     "option_drawn",
 ]
 
@@ -70,7 +71,7 @@ def option_drawn(
     return present and (mode is None or option_applies(name, mode))
 
 
-def draw_padding_idx(
+def _draw_padding_idx(
     draw: st.DrawFn, vocab_size: int, ids: Sequence[int], preferred: Sequence[int] = ()
 ) -> int:
     """A ``padding_idx``: a row that some id names 3 times in 4, negative half the time.
@@ -99,14 +100,14 @@ def draw_lookup_options(
 ) -> dict[str, Any]:
     """The keyword options that ``F.embedding`` and ``F.embedding_bag`` share, drawn.
 
-    Each of ``padding_idx`` (see [`draw_padding_idx`][]), ``max_norm`` (with a
+    Each of ``padding_idx`` (see [`_draw_padding_idx`][]), ``max_norm`` (with a
     ``norm_type``), ``scale_grad_by_freq`` and ``sparse`` that ``options`` names is drawn with
     [`option_drawn`][]. ``sparse`` is dropped when ``scale_grad_by_freq`` is on: torch's
     sparse backward cannot scale, so the pair is never combined.
     """
     kwargs: dict[str, Any] = {}
     if option_drawn(draw, options, "padding_idx", mode):
-        kwargs["padding_idx"] = draw_padding_idx(draw, vocab_size, ids, preferred)
+        kwargs["padding_idx"] = _draw_padding_idx(draw, vocab_size, ids, preferred)
     if option_drawn(draw, options, "max_norm", mode):
         kwargs["max_norm"] = draw(st.sampled_from(_MAX_NORMS), label="max_norm")
         kwargs["norm_type"] = draw(st.sampled_from(_NORM_TYPES), label="norm_type")
@@ -114,7 +115,7 @@ def draw_lookup_options(
         kwargs["scale_grad_by_freq"] = True
     # Drawn even when scale_grad_by_freq is on: otherwise scale_grad_by_freq=True takes fewer
     # choices than False and survives shrinking.
-    if option_drawn(draw, options, "sparse", mode) and not kwargs.get("scale_grad_by_freq"):
+    if option_drawn(draw, options, "sparse", mode) and not option_excluded("sparse", kwargs):
         kwargs["sparse"] = True
     return kwargs
 
@@ -155,7 +156,7 @@ def draw_bad_lookup(
     return BadLookup(tuple(values), dtype, position, padding_idx)
 
 
-def lookup_reason(kind: str, bad: BadLookup, vocab_size: int) -> str:
+def _lookup_reason(kind: str, bad: BadLookup, vocab_size: int) -> str:
     """Why the reference refuses an embedding call spoilt by [`draw_bad_lookup`][]."""
     if kind == "floating ids":
         return "floating-point ids"
@@ -167,6 +168,27 @@ def lookup_reason(kind: str, bad: BadLookup, vocab_size: int) -> str:
     return f"negative id {bad_id}"
 
 
+def draw_call_ids(
+    draw: st.DrawFn, ranges: Ranges, looks: Looks, basics: Basics, max_numel: int
+) -> IdsRecipe:
+    """The ids of a call: the caller's ``num_ids`` as a 1-D input, else up to ``max_numel``."""
+    if ranges.num_ids is None:
+        return draw_ids(draw, looks, basics, None, max_numel)
+    n = draw(ranges.num_ids, label="N")
+    return draw_ids(draw, looks, basics, (n,), max(n, 1))
+
+
+def draw_spoilt_ids(
+    draw: st.DrawFn, kinds: Sequence[str], ids: IdsRecipe, vocab_size: int
+) -> tuple[IdsRecipe, BadLookup, str]:
+    """A call's ``ids`` spoilt in one of ``kinds``: the ids, the spoilt call and the reason."""
+    kind = draw(st.sampled_from(kinds), label="invalid kind")
+    values = draw_some_ids(draw, ids.values, vocab_size)
+    bad = draw_bad_lookup(draw, kind, values, vocab_size, ids.dtype)
+    spoilt = IdsRecipe(bad.values, ids.shape if ids.values else (1,), bad.dtype, ids.device)
+    return spoilt, bad, _lookup_reason(kind, bad, vocab_size)
+
+
 @st.composite
 def embedding_case(
     draw: st.DrawFn, ranges: Ranges, looks: Looks, options: tuple[str, ...], invalid: bool
@@ -174,25 +196,18 @@ def embedding_case(
     """An [`EmbeddingCase`][], valid or (``invalid``) one that the reference refuses."""
     b = draw_basics(draw, ranges)
     v = b.vocab_size
-    if ranges.num_ids is not None:  # the caller's own N, as a 1-D input
-        n = draw(ranges.num_ids, label="N")
-        ids = draw_ids(draw, looks, b, (n,), max(n, 1))
-    else:
-        # The dense one-hot has N * V entries: keep it within the same budget as the table.
-        n_cap = max(1, min(ranges.max_ids, ranges.max_elements // v))
-        ids = draw_ids(draw, looks, b, None, n_cap)
+    # The dense one-hot has N * V entries: keep it within the same budget as the table.
+    ids = draw_call_ids(
+        draw, ranges, looks, b, max(1, min(ranges.max_ids, ranges.max_elements // v))
+    )
     weight = draw_weight(draw, looks, b)
     kwargs = draw_lookup_options(draw, options, v, ids.values)
     grad_seed = draw(SEEDS, label="grad seed")
     reason = None
     if invalid:
-        kind = draw(st.sampled_from(LOOKUP_INVALID_KINDS), label="invalid kind")
-        shape = ids.shape if ids.values else (1,)
-        bad = draw_bad_lookup(draw, kind, draw_some_ids(draw, ids.values, v), v, ids.dtype)
+        ids, bad, reason = draw_spoilt_ids(draw, LOOKUP_INVALID_KINDS, ids, v)
         if bad.padding_idx is not None:
             kwargs["padding_idx"] = bad.padding_idx
-        reason = lookup_reason(kind, bad, v)
-        ids = IdsRecipe(bad.values, shape, bad.dtype, b.device, "contiguous")
     note(
         f"case: V={v}, D={b.embedding_dim}, dtype={b.dtype}, device={b.device}, ids shape="
         f"{ids.shape}, layouts=({weight.layout}, {ids.layout}), kwargs={kwargs}"

@@ -21,9 +21,10 @@ from hypothesis import note
 from hypothesis import strategies as st
 
 from ..forms.quantized import check_scheme
-from .cases import Call, IdsRecipe, dtype_source
-from .embeddings import draw_bad_lookup, draw_some_ids, lookup_reason
-from .tensors import SEEDS, Looks, Ranges, draw_basics, draw_ids
+from ..oracle.call import Call
+from .embeddings import draw_call_ids, draw_spoilt_ids
+from .recipes import IdsRecipe, dtype_source
+from .tensors import SEEDS, Looks, Ranges, draw_basics
 
 __all__ = [
     "QUANTIZED_INVALID_KINDS",
@@ -73,11 +74,14 @@ class QuantizedTableRecipe:
         s = check_scheme(self.scheme, "QuantizedTableRecipe")
         v, d, (lo, hi) = self.num_embeddings, self.embedding_dim, self.exponents
         lines = [f"g = torch.Generator().manual_seed({self.seed})"]
+        # Stored bytes: uint8 bits of float8 values, two uint4 columns a byte, or int8 values.
+        low, cols = (-128, d) if s.storage == torch.int8 else (0, d // 2 if s.packed else d)
+        lines.append(
+            f"{'bits' if s.is_float8 else 'qweight'} = torch.randint({low}, {low + 256}, ({v}, "
+            f"{cols}), generator=g, dtype=torch.{'int8' if low else 'uint8'})"
+        )
+        affine = not s.is_float8 and not self.symmetric  # a zero point per row
         if s.is_float8:
-            f8 = dtype_source(s.storage)
-            lines.append(
-                f"bits = torch.randint(0, 256, ({v}, {d}), generator=g, dtype=torch.uint8)"
-            )
             for row, code in self.constant_rows:
                 lines.append(f"bits[{row}] = {code}  # a constant row")
             for row in self.zero_rows:
@@ -85,23 +89,14 @@ class QuantizedTableRecipe:
             if self.finite:  # replace the codes of nan (and inf) by zeros
                 mask = "0x7F" if s.storage == torch.float8_e4m3fn else "0x7C"
                 lines.append(f"bits[(bits & {mask}) == {mask}] = 0  # finite codes only")
-            lines.append(f"qweight = bits.view({f8})")
-        elif s.packed:
-            lines.append(
-                f"qweight = torch.randint(0, 256, ({v}, {d // 2}), generator=g, dtype=torch.uint8)"
-            )
-        else:
-            lines.append(
-                f"qweight = torch.randint(-128, 128, ({v}, {d}), generator=g, dtype=torch.int8)"
-            )
+            lines.append(f"qweight = bits.view({dtype_source(s.storage)})")
         lines.append(
             f"scale = torch.ldexp(1 + torch.rand({v}, generator=g, dtype=torch.float64), "
             f"torch.randint({lo}, {hi + 1}, ({v},), generator=g)).to({dtype_source(self.dtype)})"
         )
-        if not s.is_float8 and not self.symmetric:
-            lo_zp, hi_zp = s.qmin, s.qmax + 1
+        if affine:
             lines.append(
-                f"zero_point = torch.randint({lo_zp}, {hi_zp}, ({v},), generator=g, "
+                f"zero_point = torch.randint({s.qmin}, {s.qmax + 1}, ({v},), generator=g, "
                 f"dtype=torch.int32)"
             )
         else:
@@ -121,7 +116,7 @@ class QuantizedTableRecipe:
                     lines.append(f"qweight[{row}] = int(zero_point[{row}])  # q = zero point")
         if self.device != "cpu":
             lines.append(f"qweight, scale = qweight.to({self.device!r}), scale.to({self.device!r})")
-            if not s.is_float8 and not self.symmetric:
+            if affine:
                 lines.append(f"zero_point = zero_point.to({self.device!r})")
         return "\n".join(lines)
 
@@ -193,12 +188,7 @@ def _exponent_range(draw: st.DrawFn, dtype: torch.dtype) -> tuple[int, int]:
 
 @st.composite
 def quantized_case(
-    draw: st.DrawFn,
-    scheme: str,
-    symmetric: bool,
-    ranges: Ranges,
-    looks: Looks,
-    invalid: bool,
+    draw: st.DrawFn, scheme: str, symmetric: bool, ranges: Ranges, looks: Looks, invalid: bool
 ) -> QuantizedEmbeddingCase:
     """A [`QuantizedEmbeddingCase`][], valid or (``invalid``) one that the reference refuses."""
     s = check_scheme(scheme, "quantized_embedding_cases")
@@ -207,11 +197,7 @@ def quantized_case(
     if s.packed and d % 2:
         d += 1  # two columns a byte
         b = b._replace(embedding_dim=d)
-    if ranges.num_ids is not None:
-        n = draw(ranges.num_ids, label="N")
-        ids = draw_ids(draw, looks, b, (n,), max(n, 1))
-    else:
-        ids = draw_ids(draw, looks, b, None, ranges.max_ids)
+    ids = draw_call_ids(draw, ranges, looks, b, ranges.max_ids)
     codes = (0, 255) if s.is_float8 else (0, 15) if s.packed else (-128, 127)
     rows = st.integers(0, v - 1)
     constant = draw(
@@ -234,11 +220,7 @@ def quantized_case(
     )
     reason = None
     if invalid:
-        kind = draw(st.sampled_from(QUANTIZED_INVALID_KINDS), label="invalid kind")
-        shape = ids.shape if ids.values else (1,)
-        bad = draw_bad_lookup(draw, kind, draw_some_ids(draw, ids.values, v), v, ids.dtype)
-        reason = lookup_reason(kind, bad, v)
-        ids = IdsRecipe(bad.values, shape, bad.dtype, b.device, "contiguous")
+        ids, _, reason = draw_spoilt_ids(draw, QUANTIZED_INVALID_KINDS, ids, v)
     note(
         f"case: scheme={s.name}, V={v}, D={d}, dtype={b.dtype}, device={b.device}, ids shape="
         f"{ids.shape}, exponents={table.exponents}"

@@ -22,11 +22,17 @@ import torch
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from .. import strategies as ees
+from ..forms.memory import available_memory_bytes, format_bytes
 from ..forms.quantized import check_scheme
-from ..forms.validation import available_memory_bytes, format_bytes
 from ..oracle.expected import CHUNK_ELEMENTS
-from .tensors import DEFAULT_MAX_ELEMENTS, INT32_ELEMENTS, is_large_table
+from . import strategies as _strategies
+from .tensors import (
+    DEFAULT_MAX_DIM,
+    DEFAULT_MAX_ELEMENTS,
+    DEFAULT_MAX_VOCAB,
+    INT32_ELEMENTS,
+    is_large_table,
+)
 
 __all__ = ["KINDS", "SizeSpec", "case_sizes", "example_bytes", "large_table_sizes"]
 
@@ -85,23 +91,26 @@ def large_table_sizes(
             per_offset = 2 if check_scheme(scheme, "large_table_sizes").packed else 1
         except ValueError as exc:
             raise InvalidArgument(str(exc)) from None
-    d = LARGE_TABLE_DIM
-    return per_offset * INT32_ELEMENTS // d + _ROWS_PAST, d
+    return per_offset * INT32_ELEMENTS // LARGE_TABLE_DIM + _ROWS_PAST, LARGE_TABLE_DIM
 
 
 def _resolve(
-    name: str, spec: SizeSpec, ranged: Callable[[int, int], st.SearchStrategy[int]]
+    name: str, spec: SizeSpec, ranged: Callable[..., st.SearchStrategy[int]], default: int
 ) -> tuple[int | st.SearchStrategy[int] | None, int | None]:
-    """The knob as a strategy argument, and its largest value when it is known."""
+    """The knob as a strategy argument, and its largest value when it is known.
+
+    A range becomes ``ranged(min_value=lo, max_value=hi)``; ``None`` is the strategies'
+    default, whose largest value is ``default``; a strategy's is not known.
+    """
     if spec is None or isinstance(spec, st.SearchStrategy):
-        return spec, None
+        return spec, None if spec is not None else default
     if isinstance(spec, tuple):
         if len(spec) != 2 or not all(isinstance(x, int) and not isinstance(x, bool) for x in spec):
             raise InvalidArgument(f"{name}={spec!r} must be an int, (min, max) or a strategy")
         lo, hi = spec
         if not 1 <= lo <= hi:
             raise InvalidArgument(f"{name}={spec!r} must satisfy 1 <= min <= max")
-        return ranged(lo, hi), hi
+        return ranged(min_value=lo, max_value=hi), hi
     if isinstance(spec, bool) or not isinstance(spec, int) or spec < 1:
         raise InvalidArgument(
             f"{name}={spec!r} must be a positive int, an inclusive (min, max) range or a "
@@ -199,27 +208,22 @@ def case_sizes(
     Raises:
         InvalidArgument: a malformed knob, or a largest example that would not fit in memory.
     """
-    vocab, v_max = _resolve(
-        "vocab_sizes", vocab_sizes, lambda lo, hi: ees.vocab_sizes(min_value=lo, max_value=hi)
+    vocab, known_v = _resolve(
+        "vocab_sizes", vocab_sizes, _strategies.vocab_sizes, DEFAULT_MAX_VOCAB
     )
-    dim, d_max = _resolve(
-        "embedding_dims",
-        embedding_dims,
-        lambda lo, hi: ees.embedding_dims(min_value=lo, max_value=hi),
+    dim, known_d = _resolve(
+        "embedding_dims", embedding_dims, _strategies.embedding_dims, DEFAULT_MAX_DIM
     )
-    ids, n_max = _resolve("num_ids", num_ids, lambda lo, hi: st.integers(lo, hi))
+    ids, n = _resolve("num_ids", num_ids, st.integers, _DEFAULT_MAX_IDS)
     if vocab is None and dim is None and ids is None:
         return {}
     sizes: dict[str, Any] = {"vocab_size": vocab, "embedding_dim": dim}
     if ids is not None:
         sizes["num_ids"] = ids
-    known_v = v_max if v_max is not None else (None if vocab is not None else 262_144)
-    known_d = d_max if d_max is not None else (None if dim is not None else 64)
     if known_v is None or known_d is None:  # a strategy: its largest draw is not known
         sizes["max_elements"] = 1 << 62
         return sizes
     sizes["max_elements"] = max(DEFAULT_MAX_ELEMENTS, known_v * known_d)
-    n = n_max if n_max is not None else (None if ids is not None else _DEFAULT_MAX_IDS)
     if n is None:
         return sizes
     if kind is None:

@@ -17,11 +17,13 @@ import torch
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from ..forms.validation import FLOAT_DTYPE_NAMES, FLOAT_DTYPES, INDEX_DTYPES
-from .cases import IDS_LAYOUTS, WEIGHT_LAYOUTS, IdsRecipe, WeightRecipe
+from ..forms.dtypes import FLOAT_DTYPE_NAMES, FLOAT_DTYPES, INDEX_DTYPES
+from .recipes import IDS_LAYOUTS, WEIGHT_LAYOUTS, IdsRecipe, WeightRecipe
 
 __all__ = [
+    "DEFAULT_MAX_DIM",
     "DEFAULT_MAX_ELEMENTS",
+    "DEFAULT_MAX_VOCAB",
     "INDEX_DTYPES",
     "INT32_ELEMENTS",
     "LARGE_TABLE_ELEMENTS",
@@ -43,6 +45,7 @@ __all__ = [
     "draw_basics",
     "draw_ids",
     "draw_weight",
+    "dtypes_on",
     "edge_rows",
     "ids_recipes",
     "is_large_table",
@@ -55,6 +58,11 @@ T = TypeVar("T")
 
 #: Default budget per drawn tensor: keeps every example within a few MB.
 DEFAULT_MAX_ELEMENTS = 1 << 19
+#: The largest ``V`` drawn by default: that of the largest real tokenizer (see
+#: ``REAL_VOCAB_SIZES`` in ``_draw.strategies``).
+DEFAULT_MAX_VOCAB = 262_144
+#: The largest ``D`` drawn by default.
+DEFAULT_MAX_DIM = 64
 #: Tables of at least this many elements are large: drawn in their own dtype (no float64
 #: copy), contiguous (a non-contiguous layout would copy them), and every input of theirs
 #: names their last row (see [`edge_rows`][]). A module attribute, so that tests can lower it.
@@ -81,6 +89,17 @@ def supported_float_dtypes(device: str | torch.device) -> list[torch.dtype]:
     """Floating dtypes usable on ``device`` (no float64 on MPS), in shrinking order."""
     kind = torch.device(device).type
     return [d for d in FLOAT_DTYPES if not (kind == "mps" and d == torch.float64)]
+
+
+def dtypes_on(
+    device: str | torch.device, dtypes: Sequence[torch.dtype] | None = None
+) -> tuple[torch.dtype, ...]:
+    """Those of ``dtypes`` that ``device`` supports, in their order; by default all it supports.
+
+    The one default of a run's dtypes on a device: the verifiers and the CLI draw these.
+    """
+    supported = supported_float_dtypes(device)
+    return tuple(supported if dtypes is None else (d for d in dtypes if d in supported))
 
 
 # --- Argument checks --------------------------------------------------------------------------
@@ -330,11 +349,9 @@ def weight_recipes(
         layout = "contiguous"
     else:
         layout = draw(st.sampled_from(list(layouts)), label="weight layout")
-    specials_values: list[float] = []
-    if allow_nonfinite:
-        specials_values += _NONFINITE
-    if allow_signed_zeros:
-        specials_values.append(-0.0)
+    specials_values = [*_NONFINITE] * allow_nonfinite + [
+        -0.0
+    ] * allow_signed_zeros  # each if allowed
     specials: list[tuple[int, int, float]] = []
     if specials_values:
         specials = draw(
@@ -420,7 +437,7 @@ def draw_basics(draw: st.DrawFn, ranges: Ranges) -> Basics:
     v = draw(ranges.vocab_size, label="V")
     dims = ranges.embedding_dim
     if dims is None:
-        dims = st.integers(1, max(1, min(64, ranges.max_elements // v)))
+        dims = st.integers(1, max(1, min(DEFAULT_MAX_DIM, ranges.max_elements // v)))
     d = draw(dims, label="D")
     return Basics(device, dtype, v, d, draw(ranges.index_dtype, label="index dtype"))
 

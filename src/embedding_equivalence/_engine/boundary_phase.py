@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .._draw.boundaries import Boundary
+from .._draw.boundary_data import Boundary
 
 __all__ = ["BoundaryFailure", "run_boundaries"]
 

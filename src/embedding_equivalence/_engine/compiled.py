@@ -17,8 +17,9 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from .._draw.cases import Call
+from ..oracle.call import Call
 from .check import Outcome, Runner, run_in_process
+from .report import CompiledRun
 
 __all__ = ["RECOMPILE_LIMIT", "CompiledRunner", "compiled_context"]
 
@@ -78,10 +79,6 @@ class CompiledRunner:
             self.compiled += 1
         return outcome
 
-    def summary(self) -> dict[str, Any]:
-        """The counts: the report's compiled_examples, eager_fallbacks, fallback_reasons."""
-        return {
-            "compiled_examples": self.compiled,
-            "eager_fallbacks": self.fell_back,
-            "fallback_reasons": dict(self.reasons.most_common()),
-        }
+    def summary(self) -> CompiledRun:
+        """The counts, as the report's record of a compiled run."""
+        return CompiledRun(self.compiled, self.fell_back, dict(self.reasons.most_common()))

@@ -37,6 +37,7 @@ import torch.nn.functional as F
 
 from .._draw.cases import EmbeddingBagCase, EmbeddingCase
 from ..forms.bag import bag_bounds
+from ..forms.validation import padding_row
 from ..oracle import BagOracle, EmbeddingOracle
 from ..oracle.embedding import referenced_rows
 from .check import EquivalenceError, OracleFactory, check_case, preserved_global_state
@@ -104,9 +105,7 @@ class TorchDefect:
 def _padding(case: Case) -> int | None:
     """``padding_idx`` as a row (a negative one counts from the end), or ``None``."""
     padding = case.kwargs.get("padding_idx")
-    if not isinstance(padding, int):
-        return None
-    return padding + case.num_embeddings if padding < 0 else padding
+    return padding_row(padding, case.num_embeddings) if isinstance(padding, int) else None
 
 
 def _bags(case: EmbeddingBagCase) -> list[list[int]]:

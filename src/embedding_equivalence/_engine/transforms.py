@@ -23,8 +23,10 @@ from typing import Any
 
 import torch
 
-from .._draw.cases import Call, _randn, _randn_source
-from .check import CheckableCase, EquivalenceError, OracleFactory, compare_exact_or_bounded
+from .._draw.recipes import _randn, _randn_source
+from ..oracle.call import Call
+from .check import CheckableCase, EquivalenceError, OracleFactory
+from .compare import compare_exact_or_bounded
 
 __all__ = ["TRANSFORMS", "check_transforms", "check_transforms_argument"]
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from ..forms.validation import dtype_name
+from ..forms.dtypes import dtype_name
 from .check import (
     CheckableCase,
     EquivalenceError,

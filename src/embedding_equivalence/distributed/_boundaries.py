@@ -12,8 +12,7 @@ from typing import Any
 
 import torch
 
-from .._draw.boundaries import (
-    _EMBEDDING_EXCLUSIVE,
+from .._draw.boundary_data import (
     Boundary,
     _bad_lookups,
     _embedding,
@@ -23,7 +22,8 @@ from .._draw.boundaries import (
     _Turns,
     option_sets,
 )
-from .._draw.cases import EmbeddingCase, IdsRun
+from .._draw.cases import EmbeddingCase
+from .._draw.recipes import IdsRun
 
 __all__ = [
     "SHARDED_LIMITS",
@@ -135,7 +135,7 @@ def sharded_boundaries(
     """
     world = world_size
     turns = _Turns(tuple(dtypes), ("cpu",))
-    all_options = _largest_set(options, _EMBEDDING_EXCLUSIVE)
+    all_options = _largest_set(options)
     small = world + 1  # uneven shards; the last one empty from 3 ranks on
     edge_ids = _shard_edges(small, world)
     padding = _trailing_row(small, world)
@@ -174,7 +174,7 @@ def sharded_boundaries(
     # Each combination of the options: the last rank's only row as a 0-d padding id, and the
     # shard edges with repeats, padding_idx=-1 (the last row).
     last = 2 * world - 1  # every rank 2 rows, the last one 1
-    for combo in option_sets(options, _EMBEDDING_EXCLUSIVE):
+    for combo in option_sets(options):
         for v, runs, ids_shape, pad in (
             (last, (IdsRun(last - 1, 1),), (), last - 1),
             (small, edge_ids, None, -1),
@@ -240,7 +240,7 @@ def sharded_boundaries_at_size(
     """
     world = world_size
     turns = _Turns(tuple(dtypes), ("cpu",))
-    all_options = _largest_set(options, _EMBEDDING_EXCLUSIVE)
+    all_options = _largest_set(options)
     axis, (lo, hi) = ("V", vocab) if sharding == "vocab" else ("D", dim)
     for i, value in enumerate(sizes_at_the_top(lo, hi, world)):
         dtype, index, device = turns.at(i)

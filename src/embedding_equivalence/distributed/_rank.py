@@ -8,7 +8,7 @@ upstream gradient, and gathers the full output, the full gradient
 (``weight.grad.full_tensor()``) and the full table after the call. A large table's call
 ([`ShardedCall`][embedding_equivalence.distributed._large.ShardedCall]) carries a recipe
 instead: the rank builds only its own shard and returns only the output and the referenced
-rows (see [`embedding_equivalence.distributed._large`][]). Everything it returns is a plain
+rows (see [`embedding_equivalence.distributed._large_rank`][]). Everything it returns is a plain
 CPU tensor or text, so it pickles.
 """
 
@@ -26,10 +26,11 @@ import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.tensor import DTensor, Shard, distribute_tensor
 
-from .._draw.cases import Call
 from .._engine.check import Outcome
-from .._engine.repro import import_reference
-from ._large import ShardedCall, run_large_on_rank, wants_backward
+from .._engine.names import import_reference
+from ..oracle.call import Call
+from ._large import ShardedCall
+from ._large_rank import run_large_on_rank, wants_backward
 
 __all__ = ["SHARDINGS", "load_candidate", "prepare_on_rank", "run_on_rank", "shutdown_group"]
 

@@ -69,10 +69,10 @@ from typing import Any, TypeVar
 import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh
 
-from .._draw.cases import Call
 from .._engine.check import Outcome
-from .._engine.repro import candidate_name
-from .._engine.verify import VerificationReport
+from .._engine.names import candidate_name
+from .._engine.report import ShardedRun, VerificationReport
+from ..oracle.call import Call
 from ._group import DEFAULT_STARTUP_TIMEOUT, GroupFailure, narrow_timeout
 from ._rank import load_candidate, run_on_rank
 
@@ -590,8 +590,12 @@ class TorchrunGroup:
             seed=0,
             elapsed=time.perf_counter() - self._began,
             devices=(self.device,),
-            sharding=self._sharding or None,
-            world_size=self.world_size,
-            group_starts=self.starts,
-            startup_seconds=tuple(round(s, 3) for s in self.startup_seconds),
+            sharded=ShardedRun(
+                self._sharding,
+                self.world_size,
+                self.starts,
+                tuple(round(s, 3) for s in self.startup_seconds),
+            )
+            if self._sharding
+            else None,
         )

@@ -22,22 +22,18 @@ import torch.distributed as dist
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from .. import strategies as ees
-from .._draw.boundaries import Boundary
-from .._draw.cases import Call
-from .._draw.sizes import SizeSpec, case_sizes
-from .._engine.check import AbortRun, CheckableCase, Outcome, Snippet
-from .._engine.repro import import_reference, why_not_importable
-from .._engine.verify import (
-    VerificationReport,
-    check_budget,
-    merge_reports,
-    option_names,
-    resolve_dtypes_devices,
-    run_verification,
-    with_invalid,
-)
+from .._draw import strategies as ees
+from .._draw.boundary_data import Boundary
+from .._draw.cases import EmbeddingCase
+from .._draw.sizes import SizeSpec
+from .._draw.tensors import available_devices
+from .._engine.arguments import DEFAULT_MAX_EXAMPLES, Arguments, resolve_arguments
+from .._engine.check import AbortRun, Outcome
+from .._engine.driver import Part, Verification, drive, with_invalid
+from .._engine.names import import_reference, why_not_importable
+from .._engine.report import ShardedRun, VerificationReport
 from ..oracle import EmbeddingOracle
+from ..oracle.call import Call
 from ._boundaries import sharded_boundaries, sharded_boundaries_at_size
 from ._group import (
     DEFAULT_STARTUP_TIMEOUT,
@@ -46,8 +42,10 @@ from ._group import (
     WorkerGroup,
     gpus_short,
 )
-from ._large import LargeShardedCase, ShardedCall, judge_large, large_snippet, shard_local
+from ._large import LargeShardedCase, ShardedCall, shard_local
+from ._large_judge import judge_large
 from ._rank import SHARDINGS
+from ._repro import sharded_snippet
 from ._torchrun import TorchrunGroup
 
 __all__ = [
@@ -64,12 +62,6 @@ MAX_RESTARTS = 4
 def _reference(candidate: Callable[..., Any] | str) -> tuple[str, Callable[..., Any]]:
     """``("module:qualname", the object)``; refuses what the workers cannot import."""
     if isinstance(candidate, str):
-        module, sep, qualname = candidate.partition(":")
-        if not sep or not module or not qualname:
-            raise InvalidArgument(
-                f"candidate={candidate!r} must be 'module:function', e.g. "
-                f"'mypkg.kernels:my_embedding'"
-            )
         try:
             return candidate, import_reference(candidate)
         except ValueError as exc:
@@ -94,7 +86,7 @@ def sharded_embedding_cases(
     dtype: torch.dtype | st.SearchStrategy[torch.dtype] | None = None,
     invalid: bool = False,
     sizes: dict[str, Any] | None = None,
-) -> st.SearchStrategy[ees.EmbeddingCase]:
+) -> st.SearchStrategy[EmbeddingCase]:
     """``embedding_cases`` with tables small next to the world size (on the CPU).
 
     ``V`` is drawn from ``1`` to ``4 * world_size + 4`` and ``D`` from ``1`` to
@@ -142,7 +134,7 @@ def _requested(spec: SizeSpec) -> tuple[int, int] | None:
 
 def _shard_local(case: Any) -> Any:
     """A drawn case whose table is built shard by shard if it is large, else the case itself."""
-    if isinstance(case, ees.EmbeddingCase) and shard_local(case.num_embeddings, case.embedding_dim):
+    if isinstance(case, EmbeddingCase) and shard_local(case.num_embeddings, case.embedding_dim):
         return LargeShardedCase.of(case)
     return case
 
@@ -171,60 +163,6 @@ def _boundaries(
     if at_size is not None and shard_local(at_size[0][1], at_size[1][1]):
         for boundary in sharded_boundaries_at_size(sharding, world, opts, dts, *at_size):
             yield _local_boundary(boundary)
-
-
-def sharded_snippet(sharding: str, world_size: int, device: str) -> Snippet:
-    """The replay snippet of a sharded call: a script for ``torchrun`` that rebuilds the case.
-
-    Every rank builds the same tensors, shards the table as the verifier did, calls the
-    candidate and prints its rank's output and the full gradient.
-    """
-    dim = SHARDINGS[sharding]
-    backend = "nccl" if device == "cuda" else "gloo"
-
-    def snippet(case: CheckableCase, backward: bool, preamble: str) -> str:
-        if isinstance(case, LargeShardedCase):  # each rank draws its own shard
-            return large_snippet(case, sharding, world_size, device, "candidate", backward,
-                                 preamble)  # fmt: skip
-        # The single-process script's own exact check re-runs the candidate on a plain table;
-        # the ranks print what they computed instead.
-        checks = ("from embedding_equivalence.testing import", "table = ", "# The exact", "assert_")
-        lines = [
-            line
-            for line in case.source("candidate", backward=backward, preamble=preamble).splitlines()
-            if not line.startswith(checks)
-        ]
-        head = [
-            f"# Run with: torchrun --nproc-per-node {world_size} repro.py",
-            "import torch.distributed as dist",
-            "from torch.distributed.device_mesh import init_device_mesh",
-            "from torch.distributed.tensor import DTensor, Shard, distribute_tensor",
-        ]
-        shard = [
-            "",
-            f'dist.init_process_group("{backend}")',
-            f'mesh = init_device_mesh("{device}", (dist.get_world_size(),))',
-            f"weight = distribute_tensor(weight, mesh, [Shard({dim})], src_data_rank=None)",
-        ]
-        if case.invalid is not None:  # a try block: the call must raise on every rank
-            call = lines.index("try:")
-            body = [line for line in lines[:call] if line != "weight.requires_grad_(True)"]
-            rest = [*lines[call:], "dist.destroy_process_group()"]
-            return "\n".join([*head, *body, *shard, *rest])
-        call = next(i for i, line in enumerate(lines) if line.startswith("out = candidate("))
-        body = [line for line in lines[:call] if line != "weight.requires_grad_(True)"]
-        if backward:
-            shard.append("weight.requires_grad_(True)")
-        out = [
-            lines[call],
-            "out = out.full_tensor() if isinstance(out, DTensor) else out",
-            *(line for line in lines[call + 1 :] if not line.startswith("print(")),
-        ]
-        grad = ", weight.grad.full_tensor()" if backward else ""
-        tail = [f"print(dist.get_rank(), out{grad})", "dist.destroy_process_group()"]
-        return "\n".join([*head, *body, *shard, *out, *tail])
-
-    return snippet
 
 
 class _GroupRunner:
@@ -259,7 +197,7 @@ def verify_sharded_embedding(
     options: Sequence[str] = (),
     dtypes: Sequence[torch.dtype] | None = None,
     devices: Sequence[str] | None = None,
-    max_examples: int = 100,
+    max_examples: int = DEFAULT_MAX_EXAMPLES,
     backward: bool = True,
     seed: int | None = None,
     vocab_sizes: SizeSpec = None,
@@ -350,7 +288,6 @@ def verify_sharded_embedding(
             (over nccl, ``world_size`` at most the number of GPUs: one rank per GPU).
     """
     reference, fn = _reference(candidate)
-    check_budget(fn, max_examples)
     if sharding not in SHARDINGS:
         raise InvalidArgument(f"sharding={sharding!r} must be one of {sorted(SHARDINGS)}")
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
@@ -368,96 +305,77 @@ def verify_sharded_embedding(
             )
         devices = [own]
     elif devices is None:
-        present = ees.available_devices()
+        present = available_devices()
         devices = [d for d in present if gpus_short(world_size, d, backend, "") is None]
-    opts = option_names(options)
-    dts, devs = resolve_dtypes_devices(dtypes, devices)
-    for device in devs:
+    args = resolve_arguments(
+        "verify_sharded_embedding", fn, options=options, dtypes=dtypes, devices=devices,
+        max_examples=max_examples, seed=seed, backward=backward, boundaries=boundaries,
+        vocab_sizes=vocab_sizes, embedding_dims=embedding_dims, num_ids=num_ids,
+    )  # fmt: skip
+    for device in args.devices:
         short = None if existing else gpus_short(world_size, device, backend, "world_size=")
         if short is not None:
             raise InvalidArgument(short)
+    if existing and dist.get_rank() != 0:  # rank 0 drives; the others run what it sends
+        return TorchrunGroup(args.devices[0], timeout, startup_timeout=startup_timeout).serve()
     world = dist.get_world_size() if existing else world_size
-    sizes = case_sizes(
-        "verify_sharded_embedding", vocab_sizes=vocab_sizes, embedding_dims=embedding_dims,
-        num_ids=num_ids, dtypes=dts, devices=devs,
-    )  # fmt: skip
     vocab, dim = _requested(vocab_sizes), _requested(embedding_dims)
     at_size = (vocab, dim) if vocab is not None and dim is not None else None
-    share, more = divmod(max_examples, len(devs))
-    reports: list[VerificationReport] = []
-    for i, device in enumerate(devs):
-        budget = share + (1 if i < more else 0)
-        if budget == 0:
-            break
-        on = (
-            tuple(d for d in dts if d in ees.supported_float_dtypes(device))
-            if dtypes is None
-            else dts
-        )
-        group = (
-            TorchrunGroup(device, timeout, startup_timeout=startup_timeout)
-            if existing
-            else WorkerGroup(
-                world_size,
-                device=device,
-                backend=backend,
-                timeout=timeout,
-                startup_timeout=startup_timeout,
+
+    def part(device: str) -> Callable[[], Part]:
+        def make() -> Part:
+            group: WorkerGroup | TorchrunGroup = (
+                TorchrunGroup(device, timeout, startup_timeout=startup_timeout)
+                if existing
+                else WorkerGroup(
+                    world_size,
+                    device=device,
+                    backend=backend,
+                    timeout=timeout,
+                    startup_timeout=startup_timeout,
+                )
             )
-        )
-        if isinstance(group, TorchrunGroup) and group.rank != 0:
-            return group.serve()
-        report = _verify_on(
-            fn, reference, group, sharding, world, opts, on, device, budget,
-            backward, seed, boundaries, sizes, at_size,
-        )  # fmt: skip
-        if isinstance(group, TorchrunGroup):
-            group.finish(report)
-        reports.append(report)
-        if not report.passed:
-            break
-    return merge_reports(reports)
+            return _part(args, reference, group, sharding, world, device, at_size)
+
+        return make
+
+    parts = [part(device) for device in args.devices]
+    return drive(Verification(fn, args, EmbeddingOracle.for_call, parts))
 
 
-def _verify_on(
-    fn: Callable[..., Any],
+def _part(
+    args: Arguments,
     reference: str,
     group: WorkerGroup | TorchrunGroup,
     sharding: str,
     world: int,
-    opts: tuple[str, ...],
-    dts: tuple[torch.dtype, ...],
     device: str,
-    max_examples: int,
-    backward: bool,
-    seed: int | None,
-    boundaries: bool,
-    sizes: dict[str, Any],
-    at_size: tuple[tuple[int, int], tuple[int, int]] | None = None,
-) -> VerificationReport:
-    """One device's run of [`verify_sharded_embedding`][] on ``group``, which it closes."""
-    valid = sharded_embedding_cases(
-        world_size=world, sharding=sharding, options=opts, dtype=st.sampled_from(dts),
-        sizes=sizes,
-    ).map(_shard_local)  # fmt: skip
-    invalid = sharded_embedding_cases(
-        world_size=world, sharding=sharding, options=opts, dtype=st.sampled_from(dts),
-        invalid=True, sizes=sizes,
-    ).map(_shard_local)  # fmt: skip
-    try:
-        report = run_verification(
-            fn, with_invalid(valid, invalid), EmbeddingOracle.for_call, backward=backward,
-            options=opts, dtypes=dts, devices=(device,), max_examples=max_examples, seed=seed,
-            runner=_GroupRunner(reference, sharding, group),
-            snippet=sharded_snippet(sharding, world, device),
-            boundaries=(
-                _boundaries(sharding, world, opts, dts, device, at_size) if boundaries else ()
-            ),
-        )  # fmt: skip
-    finally:
-        starts, seconds = group.starts, tuple(round(s, 3) for s in group.startup_seconds)
-        if isinstance(group, WorkerGroup):
-            group.close()
-    return dataclasses.replace(
-        report, sharding=sharding, world_size=world, group_starts=starts, startup_seconds=seconds
+    at_size: tuple[tuple[int, int], tuple[int, int]] | None,
+) -> Part:
+    """One device's part of [`verify_sharded_embedding`][]: its cases, its group, its record."""
+    dts = args.dtypes_on(device)
+
+    def cases(invalid: bool = False) -> st.SearchStrategy[Any]:
+        return sharded_embedding_cases(
+            world_size=world, sharding=sharding, options=args.options,
+            dtype=st.sampled_from(dts), invalid=invalid, sizes=args.sizes,
+        ).map(_shard_local)  # fmt: skip
+
+    def finish(report: VerificationReport) -> VerificationReport:
+        seconds = tuple(round(s, 3) for s in group.startup_seconds)
+        record = ShardedRun(sharding, world, group.starts, seconds)
+        report = dataclasses.replace(report, sharded=record)
+        if isinstance(group, TorchrunGroup):
+            group.finish(report)  # every other rank returns this report
+        return report
+
+    return Part(
+        with_invalid(cases(), cases(invalid=True)),
+        boundaries=_boundaries(sharding, world, args.options, dts, device, at_size),
+        runner=_GroupRunner(reference, sharding, group),
+        snippet=sharded_snippet(sharding, world, device),
+        devices=(device,),
+        dtypes=dts,
+        finish=finish,
+        close=group.close if isinstance(group, WorkerGroup) else None,
     )

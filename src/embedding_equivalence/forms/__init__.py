@@ -2,7 +2,8 @@
 
 ``lookup.py`` indexes the table, ``matmul.py`` multiplies a one-hot with it, ``bag.py`` does
 both for ``F.embedding_bag``, ``modules.py`` wraps them as ``nn.Module``s; ``validation.py``
-gives every form the same errors, ``renorm.py`` applies ``max_norm``, ``padding_idx`` and
+gives every form the same errors (``dtypes.py`` lists the dtypes accepted, ``memory.py``
+refuses a dense one-hot that would not fit), ``renorm.py`` applies ``max_norm``, ``padding_idx`` and
 ``scale_grad_by_freq`` outside the product, and ``options.py`` states which option applies to
 which bag mode. [`FORMS`][] (``registry.py``) lists them all; the package imports the
 functions themselves from their modules.

@@ -32,13 +32,13 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from .renorm import GradRowScale, grad_row_scale, renorm_rows_
+from .memory import check_multi_hot_fits
+from .renorm import grad_row_scale, renorm_rows_, stop_grad_where
 from .validation import (
     check_bag_sparse,
     check_embedding_args,
     check_embedding_bag_args,
     check_ids_in_range,
-    check_multi_hot_fits,
 )
 
 __all__ = ["bag_bounds", "bag_count_matrix", "lookup_embedding_bag", "matmul_embedding_bag"]
@@ -78,16 +78,11 @@ def bag_bounds(
 class _Bags(NamedTuple):
     """The bags of a validated call, in the flat form ``F.embedding_bag`` uses internally."""
 
-    ids: torch.Tensor  # (N,) every id of input, input's dtype
+    every: torch.Tensor  # (N,) every id of input, input's dtype (max_norm renorms all)
+    ids: torch.Tensor  # (end,) the ids that lie in a bag
     starts: torch.Tensor  # (B,) int64, the first position of each bag
     end: int  # positions [0, end) lie in a bag; later ones (include_last_offset) in none
-    weights: torch.Tensor | None  # (N,) per_sample_weights, or None
-
-
-def _num_bags(input: torch.Tensor, offsets: torch.Tensor | None, include_last_offset: bool) -> int:
-    if input.dim() == 2 or offsets is None:
-        return input.shape[0]
-    return offsets.shape[0] - 1 if include_last_offset else offsets.shape[0]
+    weights: torch.Tensor | None  # (end,) their per_sample_weights, or None
 
 
 def bag_starts(
@@ -115,9 +110,10 @@ def _bags(
     per_sample_weights: torch.Tensor | None,
     include_last_offset: bool,
 ) -> _Bags:
-    weights = None if per_sample_weights is None else per_sample_weights.reshape(-1)
+    flat = input.reshape(-1)
     starts, end = bag_starts(input, offsets, include_last_offset)
-    return _Bags(input.reshape(-1), starts, end, weights)
+    weights = None if per_sample_weights is None else per_sample_weights.reshape(-1)[:end]
+    return _Bags(flat, flat[:end], starts, end, weights)
 
 
 def _bag_index(starts: torch.Tensor, end: int) -> torch.Tensor:
@@ -302,25 +298,15 @@ def lookup_embedding_bag(
         # torch 2.11 on CUDA: embedding_renorm_ leaves rows unchanged with norm_type=inf,
         # misreads a strided table and fails on empty ids ("invalid argument"); see
         # lookup_embedding. The matmul forms' renorm has none of these defects.
-        renorm_rows_(weight, bags.ids.long(), max_norm, norm_type)
+        renorm_rows_(weight, bags.every.long(), max_norm, norm_type)
     elif max_norm is not None:
         with torch.no_grad():  # what F.embedding_bag does, over the whole input
-            torch.embedding_renorm_(weight.detach(), bags.ids, max_norm, norm_type)
-    ids = bags.ids[: bags.end]
+            torch.embedding_renorm_(weight.detach(), bags.every, max_norm, norm_type)
+    ids, weights = bags.ids, bags.weights
     w = grad_row_scale(weight, ids.long(), None, scale_grad_by_freq)
-    weights = None if bags.weights is None else bags.weights[: bags.end]
+    starts = bags.starts.to(ids.dtype)
     return F.embedding_bag(
-        ids,
-        w,
-        bags.starts.to(ids.dtype),
-        None,
-        norm_type,
-        False,
-        mode,
-        sparse,
-        weights,
-        False,
-        padding,
+        ids, w, starts, None, norm_type, False, mode, sparse, weights, False, padding
     )
 
 
@@ -408,17 +394,16 @@ def matmul_embedding_bag(
         per_sample_weights, include_last_offset, padding_idx, fn,
     )  # fmt: skip
     num_embeddings = weight.shape[0]
-    num_bags = _num_bags(input, offsets, include_last_offset)
+    bags = _bags(input, offsets, per_sample_weights, include_last_offset)
+    num_bags = bags.starts.shape[0]
     if mode != "max":
         check_multi_hot_fits(num_bags, num_embeddings, weight.dtype, weight.device, fn)
     check_ids_in_range(input, num_embeddings, fn)
-    bags = _bags(input, offsets, per_sample_weights, include_last_offset)
     if max_norm is not None:
-        renorm_rows_(weight, bags.ids.long(), max_norm, norm_type)
-    ids = bags.ids[: bags.end].long()
+        renorm_rows_(weight, bags.every.long(), max_norm, norm_type)
+    ids, weights = bags.ids.long(), bags.weights
     w = grad_row_scale(weight, ids, padding, scale_grad_by_freq)
     bag_index = _bag_index(bags.starts, bags.end)
-    weights = None if bags.weights is None else bags.weights[: bags.end]
     if padding is not None:
         keep = ids != padding
         ids, bag_index = ids[keep], bag_index[keep]
@@ -433,18 +418,7 @@ def matmul_embedding_bag(
         # Divide in float32 (float64 for float64), as torch does, and round once.
         opmath = torch.float64 if weight.dtype == torch.float64 else torch.float32
         out = (out.to(opmath) / sizes.clamp(min=1).to(opmath)[:, None]).to(weight.dtype)
-    return _stop_empty_bag_grad(out, sizes)
-
-
-def _stop_empty_bag_grad(out: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
-    """Identity forward; zeroes the upstream gradient of bags that hold no counted id.
-
-    ``F.embedding_bag`` gives an empty bag, or one of padding ids only, no gradient at all.
-    The product's table gradient ``M^T @ G`` would let a non-finite ``G[b]`` of such a bag
-    reach every row (``0 * nan = nan``); masking it first keeps it out, as in torch.
-    """
-    if not out.requires_grad or out.device.type == "meta":
-        return out
-    masked = GradRowScale.apply(out, None, sizes > 0)
-    assert isinstance(masked, torch.Tensor)
-    return masked
+    # F.embedding_bag gives an empty bag, or one of padding ids only, no gradient at all. The
+    # product's table gradient M^T @ G would let a non-finite G[b] of such a bag reach every
+    # row (0 * nan = nan); masking it first keeps it out, as in torch.
+    return stop_grad_where(out, sizes > 0)

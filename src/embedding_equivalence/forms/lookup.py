@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from .options import option_excluded
 from .renorm import grad_row_scale, renorm_rows_
 from .validation import check_embedding_args, check_ids_in_range
 
@@ -73,28 +74,25 @@ def lookup_embedding(
     padding = check_embedding_args(
         input, weight, padding_idx, max_norm, norm_type, fn, integer_table=True
     )
-    if sparse and scale_grad_by_freq:
+    if sparse and option_excluded("sparse", {"scale_grad_by_freq": scale_grad_by_freq}):
         raise ValueError(
             f"{fn}: scale_grad_by_freq=True cannot be combined with sparse=True (torch's sparse "
             f"embedding backward does not scale by frequency); pass sparse=False for a dense "
             f"scaled gradient, or scale_grad_by_freq=False"
         )
     check_ids_in_range(input, weight.shape[0], fn)
-    if max_norm is not None and weight.device.type != "cpu":
+    if max_norm is not None and (weight.device.type != "cpu" or scale_grad_by_freq):
         # torch 2.11 on CUDA: embedding_renorm_ leaves rows unchanged with norm_type=inf and
         # takes the norm of the wrong elements of a strided table (benchmarks/
-        # cuda_renorm_probe.py); the matmul forms' renorm has neither defect.
+        # cuda_renorm_probe.py); the matmul forms' renorm has neither defect. With
+        # scale_grad_by_freq the renorm comes first, here: it writes the table in place, which
+        # the view with a gradient rule below may not take.
         renorm_rows_(weight, input.reshape(-1).long(), max_norm, norm_type)
         max_norm = None
     if scale_grad_by_freq:
         # torch <= 2.13: F.embedding's double backward ignores scale_grad_by_freq. The same
-        # scale as a differentiable rule on the table's gradient has the right one (the renorm
-        # first: it writes the table in place, which a view with a gradient rule may not take).
-        flat = input.reshape(-1).long()
-        if max_norm is not None:
-            renorm_rows_(weight, flat, max_norm, norm_type)
-            max_norm = None
-        weight = grad_row_scale(weight, flat, None, True)
+        # scale as a differentiable rule on the table's gradient has the right one.
+        weight = grad_row_scale(weight, input.reshape(-1).long(), None, True)
         scale_grad_by_freq = False
     if input.numel() == 0 and not sparse:
         # torch <= 2.13: the double backward of F.embedding fails on empty ids ("cannot

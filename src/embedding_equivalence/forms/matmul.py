@@ -124,17 +124,13 @@ class SparseProduct(torch.autograd.Function):
         """``matrix^T @ grad``, a sparse product again (differentiable: double backward)."""
         (grad,) = grad_outputs
         (matrix,) = ctx.saved_tensors
-        out = SparseProduct.apply(matrix.t(), grad)
-        assert isinstance(out, torch.Tensor)
-        return None, out
+        return None, SparseProduct.apply(matrix.t(), grad)
 
     @staticmethod
     def jvp(ctx: Any, *tangents: Any) -> torch.Tensor:
         """``matrix @ tangent``: the product is linear in ``dense``."""
         (matrix,) = ctx.saved_tensors
-        out = SparseProduct.apply(matrix, tangents[1])
-        assert isinstance(out, torch.Tensor)
-        return out
+        return SparseProduct.apply(matrix, tangents[1])
 
     @staticmethod
     def vmap(info: Any, in_dims: tuple[int | None, ...], *args: Any) -> tuple[torch.Tensor, int]:
@@ -154,7 +150,6 @@ class SparseProduct(torch.autograd.Function):
             )
         batched = dense.movedim(dense_dim, 1)  # (K, B, *rest)
         out = SparseProduct.apply(matrix, batched.flatten(1))
-        assert isinstance(out, torch.Tensor)
         return out.reshape(matrix.shape[0], *batched.shape[1:]), 1
 
 
@@ -283,7 +278,5 @@ def sparse_matmul_embedding(
     options = (padding_idx, max_norm, norm_type, scale_grad_by_freq)
     call = prepare_product_call(input, weight, options, "sparse_matmul_embedding")
     one_hot = sparse_one_hot(call.flat, weight.shape[0], weight.dtype)
-    product = SparseProduct.apply(one_hot, call.weight)
-    assert isinstance(product, torch.Tensor)
-    out = stop_padding_grad(product, call.flat, call.padding)
+    out = stop_padding_grad(SparseProduct.apply(one_hot, call.weight), call.flat, call.padding)
     return out.reshape(*input.shape, weight.shape[1])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import torch
 from torch import nn
 
@@ -9,6 +11,8 @@ from .matmul import matmul_embedding
 from .validation import normalize_padding_idx
 
 __all__ = ["MatmulEmbedding", "embedding_to_linear", "linear_to_embedding"]
+
+_M = TypeVar("_M", nn.Linear, nn.Embedding)
 
 
 class MatmulEmbedding(nn.Module):
@@ -79,13 +83,10 @@ class MatmulEmbedding(nn.Module):
                 "use torch.nn.Embedding(num_embeddings, embedding_dim, sparse=True) or "
                 "embedding_equivalence.lookup_embedding(input, weight, sparse=True)"
             )
-        self.num_embeddings = num_embeddings
-        self.embedding_dim = embedding_dim
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.padding_idx = normalize_padding_idx(padding_idx, num_embeddings, "MatmulEmbedding")
-        self.max_norm = max_norm
-        self.norm_type = norm_type
-        self.scale_grad_by_freq = scale_grad_by_freq
-        self.sparse = sparse
+        self.max_norm, self.norm_type = max_norm, norm_type
+        self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
         if _weight is None:
             self.weight = nn.Parameter(
                 torch.empty((num_embeddings, embedding_dim), device=device, dtype=dtype),
@@ -116,14 +117,8 @@ class MatmulEmbedding(nn.Module):
         Returns:
             ``(*batch, D)`` embeddings.
         """
-        return matmul_embedding(
-            input,
-            self.weight,
-            self.padding_idx,
-            self.max_norm,
-            self.norm_type,
-            self.scale_grad_by_freq,
-        )
+        options = (self.padding_idx, self.max_norm, self.norm_type, self.scale_grad_by_freq)
+        return matmul_embedding(input, self.weight, *options)
 
     def extra_repr(self) -> str:
         """Describe the options like ``nn.Embedding`` does."""
@@ -173,18 +168,9 @@ class MatmulEmbedding(nn.Module):
                 f"MatmulEmbedding.from_pretrained: embeddings must be 2-D (V, D), got shape "
                 f"{tuple(embeddings.shape)}"
             )
+        options = (padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse)
         rows, cols = embeddings.shape
-        return cls(
-            rows,
-            cols,
-            padding_idx,
-            max_norm,
-            norm_type,
-            scale_grad_by_freq,
-            sparse,
-            _weight=embeddings,
-            _freeze=freeze,
-        )
+        return cls(rows, cols, *options, _weight=embeddings, _freeze=freeze)
 
 
 def embedding_to_linear(embedding: nn.Embedding | MatmulEmbedding) -> nn.Linear:
@@ -211,20 +197,8 @@ def embedding_to_linear(embedding: nn.Embedding | MatmulEmbedding) -> nn.Linear:
             f"embedding_to_linear: expected nn.Embedding or MatmulEmbedding, got "
             f"{type(embedding).__name__}"
         )
-    weight = embedding.weight
-    # Built on the meta device and then given storage: no initial draw, so the conversion
-    # leaves the global RNG untouched.
-    linear = nn.Linear(
-        embedding.num_embeddings,
-        embedding.embedding_dim,
-        bias=False,
-        device="meta",
-        dtype=weight.dtype,
-    ).to_empty(device=weight.device)
-    with torch.no_grad():
-        linear.weight.copy_(weight.detach().t())
-    linear.weight.requires_grad_(weight.requires_grad)
-    return linear
+    v, d, dtype = embedding.num_embeddings, embedding.embedding_dim, embedding.weight.dtype
+    return _with_transposed(nn.Linear(v, d, bias=False, device="meta", dtype=dtype), embedding)
 
 
 def linear_to_embedding(linear: nn.Linear) -> nn.Embedding:
@@ -252,11 +226,20 @@ def linear_to_embedding(linear: nn.Linear) -> nn.Embedding:
             "constant vector; create it as nn.Linear(V, D, bias=False) or drop the bias "
             "explicitly with linear.bias = None before converting"
         )
-    weight = linear.weight
-    embedding = nn.Embedding(
-        linear.in_features, linear.out_features, device="meta", dtype=weight.dtype
-    ).to_empty(device=weight.device)  # no initial draw: the global RNG is left untouched
+    v, d, dtype = linear.in_features, linear.out_features, linear.weight.dtype
+    return _with_transposed(nn.Embedding(v, d, device="meta", dtype=dtype), linear)
+
+
+def _with_transposed(module: _M, source: nn.Module) -> _M:
+    """``module``, built on the meta device, given storage and a copy of ``source.weight.T``.
+
+    Built on the meta device and then given storage: no initial draw, so the conversion
+    leaves the global RNG untouched. The copy requires grad when ``source.weight`` does.
+    """
+    weight = source.weight
+    assert isinstance(weight, torch.Tensor)
+    module = module.to_empty(device=weight.device)
     with torch.no_grad():
-        embedding.weight.copy_(weight.detach().t())
-    embedding.weight.requires_grad_(weight.requires_grad)
-    return embedding
+        module.weight.copy_(weight.detach().t())
+    module.weight.requires_grad_(weight.requires_grad)
+    return module

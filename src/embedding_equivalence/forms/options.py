@@ -2,18 +2,24 @@
 
 This is the one place that states "option X needs mode Y": the forms' validation, the
 strategies, the verifier and the CLI all read [`OPTION_MODES`][] through
-[`option_applies`][].
+[`option_applies`][]. It is also the one place that states "option X excludes option Y"
+([`EXCLUSIVE_OPTIONS`][], read through [`option_excluded`][]): the forms refuse the pair, the
+strategies and the boundary examples never combine it.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 __all__ = [
     "BAG_MODES",
     "BAG_OPTIONS",
     "EMBEDDING_OPTIONS",
+    "EXCLUSIVE_OPTIONS",
     "OPTION_MODES",
     "SHARDED_OPTIONS",
     "option_applies",
+    "option_excluded",
 ]
 
 #: Keyword options of ``F.embedding`` that the verifier can exercise.
@@ -31,6 +37,10 @@ OPTION_MODES: dict[str, tuple[str, ...]] = {
     "scale_grad_by_freq": ("sum", "mean"),
     "sparse": ("sum", "mean"),
 }
+#: Pairs of options never combined, the first kept when both are asked for: torch's sparse
+#: embedding backward does not scale by frequency (``F.embedding`` and ``F.embedding_bag``
+#: fail at ``backward()``).
+EXCLUSIVE_OPTIONS: tuple[tuple[str, str], ...] = (("scale_grad_by_freq", "sparse"),)
 
 
 def option_applies(option: str, mode: str) -> bool:
@@ -44,3 +54,18 @@ def option_applies(option: str, mode: str) -> bool:
         True unless [`OPTION_MODES`][] restricts ``option`` to other modes.
     """
     return mode in OPTION_MODES.get(option, BAG_MODES)
+
+
+def option_excluded(option: str, kwargs: Mapping[str, object]) -> bool:
+    """Whether ``option`` cannot be combined with the options that ``kwargs`` turns on.
+
+    Args:
+        option: a name from [`BAG_OPTIONS`][].
+        kwargs: keyword options; one is on when its value is true (the exclusive options
+            are flags).
+
+    Returns:
+        True if [`EXCLUSIVE_OPTIONS`][] pairs ``option`` with an option that is on.
+    """
+    on = {name for name, value in kwargs.items() if value}
+    return any(option in pair and (set(pair) - {option}) & on for pair in EXCLUSIVE_OPTIONS)

@@ -138,11 +138,10 @@ def check_quantized_args(
     """
     s = check_scheme(scheme, fn)
     if not isinstance(qweight, torch.Tensor) or qweight.dtype != s.storage:
-        got = qweight.dtype if isinstance(qweight, torch.Tensor) else type(qweight).__name__
         layout = "two 4-bit columns a byte, " if s.packed else ""
         raise TypeError(
             f"{fn}: scheme={s.name!r} stores qweight as {s.storage} ({layout}shape (V, "
-            f"{'D/2' if s.packed else 'D'})), got {got}; make the table with "
+            f"{'D/2' if s.packed else 'D'})), got {_kind(qweight)}; make the table with "
             f"quantize_rowwise(weight, {s.name!r})"
         )
     if qweight.dim() != 2:
@@ -151,10 +150,9 @@ def check_quantized_args(
         )
     v = qweight.shape[0]
     if not isinstance(scale, torch.Tensor) or not scale.dtype.is_floating_point:
-        got = scale.dtype if isinstance(scale, torch.Tensor) else type(scale).__name__
         raise TypeError(
             f"{fn}: scale must be a floating tensor of shape (V,) = ({v},), one scale per row, "
-            f"got {got}"
+            f"got {_kind(scale)}"
         )
     _check_per_row("scale", scale, v, fn)
     if s.zero_point == "none" and zero_point is not None:
@@ -169,14 +167,9 @@ def check_quantized_args(
         )
     if zero_point is not None:
         if not isinstance(zero_point, torch.Tensor) or zero_point.dtype != torch.int32:
-            got = (
-                zero_point.dtype
-                if isinstance(zero_point, torch.Tensor)
-                else type(zero_point).__name__
-            )
             raise TypeError(
-                f"{fn}: zero_point must be an int32 tensor of shape ({v},), got {got}; "
-                f"convert it with zero_point.to(torch.int32)"
+                f"{fn}: zero_point must be an int32 tensor of shape ({v},), got "
+                f"{_kind(zero_point)}; convert it with zero_point.to(torch.int32)"
             )
         _check_per_row("zero_point", zero_point, v, fn)
     for name, t in (("scale", scale), ("zero_point", zero_point)):
@@ -186,6 +179,11 @@ def check_quantized_args(
                 f"it: {name}.to({str(qweight.device)!r})"
             )
     return s
+
+
+def _kind(value: object) -> object:
+    """What a message says a bad argument was: a tensor's dtype, else its type's name."""
+    return value.dtype if isinstance(value, torch.Tensor) else type(value).__name__
 
 
 def _check_per_row(name: str, t: torch.Tensor, v: int, fn: str) -> None:
@@ -247,16 +245,15 @@ def dequantize_rows_float64(
         ``(len(rows), D)`` (or ``(V, D)``) float64.
     """
     s = check_quantized_args(qweight, scale, zero_point, scheme, "dequantize_rowwise")
-    q, sc, zp = qweight.detach().cpu(), scale.detach().cpu(), zero_point
-    if rows is not None:
-        rows = rows.cpu()
-        q, sc = q[rows], sc[rows]
-    values = _stored_values(q, s)
-    if zp is not None:
-        z = zp.detach().cpu()
-        z = z[rows] if rows is not None else z
-        values = values - z.to(torch.float64)[:, None]
-    return values * sc.to(torch.float64)[:, None]
+
+    def pick(t: torch.Tensor) -> torch.Tensor:
+        """The rows asked for, on the CPU."""
+        return t.detach().cpu() if rows is None else t.detach().cpu()[rows.cpu()]
+
+    values = _stored_values(pick(qweight), s)
+    if zero_point is not None:
+        values = values - pick(zero_point).to(torch.float64)[:, None]
+    return values * pick(scale).to(torch.float64)[:, None]
 
 
 def dequantize_rowwise(
@@ -346,8 +343,7 @@ def quantize_rowwise(
     fn = "quantize_rowwise"
     s = check_scheme(scheme, fn)
     if not isinstance(weight, torch.Tensor) or not weight.dtype.is_floating_point:
-        got = weight.dtype if isinstance(weight, torch.Tensor) else type(weight).__name__
-        raise TypeError(f"{fn}: weight must be a floating (V, D) tensor, got {got}")
+        raise TypeError(f"{fn}: weight must be a floating (V, D) tensor, got {_kind(weight)}")
     if weight.dim() != 2:
         raise ValueError(f"{fn}: weight must be 2-D (V, D), got shape {tuple(weight.shape)}")
     v, d = weight.shape
@@ -369,19 +365,16 @@ def quantize_rowwise(
             f"per-row scale cannot hold it"
         )
     dtype, zp = weight.dtype, None
-    if s.is_float8:
-        fmax = float(torch.finfo(s.storage).max)
-        amax = w.abs().amax(dim=1) if d else torch.zeros(v, dtype=torch.float64)
-        scale = _round_up(torch.where(amax > 0, amax / fmax, 1.0), dtype)
-        ratio = (w / scale.to(torch.float64)[:, None]).clamp(-fmax, fmax)
-        q = ratio.to(s.storage)
-    elif symmetric:
-        amax = w.abs().amax(dim=1) if d else torch.zeros(v, dtype=torch.float64)
-        scale = _round_up(torch.where(amax > 0, amax / 127, 1.0), dtype)
-        q = torch.round(w / scale.to(torch.float64)[:, None]).clamp(-127, 127).to(s.storage)
+    # A zero column (the range includes 0 anyway) gives an empty row (D = 0) a range.
+    padded = torch.cat([w, torch.zeros(v, 1, dtype=torch.float64)], dim=1)
+    if s.is_float8 or symmetric:  # [-top, top]: float8's largest value, or 127
+        top = float(torch.finfo(s.storage).max) if s.is_float8 else 127
+        amax = padded.abs().amax(dim=1)
+        scale = _round_up(torch.where(amax > 0, amax / top, 1.0), dtype)
+        ratio = w / scale.to(torch.float64)[:, None]
+        q = (ratio if s.is_float8 else torch.round(ratio)).clamp(-top, top).to(s.storage)
     else:
-        lo = w.amin(dim=1).clamp_max(0) if d else torch.zeros(v, dtype=torch.float64)
-        hi = w.amax(dim=1).clamp_min(0) if d else torch.zeros(v, dtype=torch.float64)
+        lo, hi = padded.amin(dim=1), padded.amax(dim=1)
         steps = s.qmax - s.qmin
         scale = _round_up(torch.where(hi > lo, (hi - lo) / steps, 1.0), dtype)
         sc = scale.to(torch.float64)
@@ -427,10 +420,10 @@ def lookup_quantized_embedding(
     fn = "lookup_quantized_embedding"
     s = check_quantized_args(qweight, scale, zero_point, scheme, fn)
     if not isinstance(input, torch.Tensor) or input.dtype not in (torch.int64, torch.int32):
-        got = input.dtype if isinstance(input, torch.Tensor) else type(input).__name__
         raise TypeError(
-            f"{fn}: input must hold integer ids of dtype torch.int64 or torch.int32, got {got}; "
-            f"convert them with {fn}(input.long(), qweight, scale, zero_point, scheme=...)"
+            f"{fn}: input must hold integer ids of dtype torch.int64 or torch.int32, got "
+            f"{_kind(input)}; convert them with {fn}(input.long(), qweight, scale, zero_point, "
+            f"scheme=...)"
         )
     check_ids_in_range(input, qweight.shape[0], fn)
     flat = input.reshape(-1).to(qweight.device)

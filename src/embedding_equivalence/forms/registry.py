@@ -75,11 +75,7 @@ def forms(
     Returns:
         The matching forms, in [`FORMS`][] order.
     """
-    return tuple(
-        f
-        for f in FORMS
-        if (kind is None or f.kind == kind) and (public is None or f.public == public)
-    )
+    return tuple(f for f in FORMS if kind in (None, f.kind) and public in (None, f.public))
 
 
 def form(name: str) -> Form:

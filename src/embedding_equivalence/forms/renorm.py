@@ -22,7 +22,8 @@ from typing import Any, NamedTuple
 
 import torch
 
-from .validation import check_embedding_args, check_ids_in_range, check_one_hot_fits
+from .memory import check_one_hot_fits
+from .validation import check_embedding_args, check_ids_in_range
 
 __all__ = [
     "GradRowScale",
@@ -31,6 +32,7 @@ __all__ = [
     "prepare_product_call",
     "renorm_rows_",
     "scale_rows_",
+    "stop_grad_where",
     "stop_padding_grad",
 ]
 
@@ -201,9 +203,7 @@ def grad_row_scale(
     if padding_idx is not None:
         keep = torch.ones(num_embeddings, dtype=torch.bool, device=weight.device)
         keep[padding_idx] = False
-    out = GradRowScale.apply(weight, counts, keep)
-    assert isinstance(out, torch.Tensor)
-    return out
+    return GradRowScale.apply(weight, counts, keep)
 
 
 def stop_padding_grad(
@@ -226,11 +226,27 @@ def stop_padding_grad(
     Returns:
         ``out``, or a view of it whose gradient is zero at the padding positions.
     """
-    if padding is None or not out.requires_grad or out.device.type == "meta":
+    return out if padding is None else stop_grad_where(out, flat_ids != padding)
+
+
+def stop_grad_where(out: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    """Identity forward; zeroes the upstream gradient of the rows where ``keep`` is False.
+
+    The mask of [`stop_padding_grad`][] (padding positions) and of the bag forms (bags with no
+    counted id): a ``where`` on the rows of ``G``, so that no non-finite value there reaches
+    the table through the product.
+
+    Args:
+        out: ``(R, D)`` rows.
+        keep: ``(R,)`` bool, the rows whose gradient passes.
+
+    Returns:
+        ``out``, or a view of it with the gradient rule attached (none without a gradient, or
+        on the ``meta`` device).
+    """
+    if not out.requires_grad or out.device.type == "meta":
         return out
-    masked = GradRowScale.apply(out, None, flat_ids != padding)
-    assert isinstance(masked, torch.Tensor)
-    return masked
+    return GradRowScale.apply(out, None, keep)
 
 
 class PreparedCall(NamedTuple):

@@ -2,92 +2,31 @@
 
 Every public function of the package calls [`check_embedding_args`][] (or the bag
 variant) first. Nothing here clamps, casts or repairs an input: a bad input is refused
-with a message that names the value and shows the correct call.
+with a message that names the value and shows the correct call. The dtypes they accept are
+listed in ``dtypes.py``; the memory that a dense one-hot would take is checked in
+``memory.py``.
 """
 
 from __future__ import annotations
 
-import functools
+import argparse
 import math
-import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
-from .options import BAG_MODES, option_applies
+from .dtypes import INDEX_DTYPES, INTEGER_TABLE_DTYPES
+from .options import BAG_MODES, option_applies, option_excluded
 
 __all__ = [
-    "FLOAT_DTYPES",
-    "FLOAT_DTYPE_NAMES",
-    "INDEX_DTYPES",
-    "INTEGER_TABLE_DTYPES",
-    "OneHotTooLargeError",
-    "available_memory_bytes",
     "check_bag_sparse",
     "check_embedding_args",
     "check_embedding_bag_args",
     "check_ids_in_range",
-    "check_multi_hot_fits",
-    "check_one_hot_fits",
-    "dtype_name",
-    "format_bytes",
+    "int_at_least",
     "normalize_padding_idx",
+    "padding_row",
 ]
-
-#: Index dtypes accepted by ``F.embedding`` (and so by every implementation here).
-INDEX_DTYPES: tuple[torch.dtype, ...] = (torch.int64, torch.int32)
-#: The floating dtypes of tables, in shrinking order (float32 first): what the verifiers draw,
-#: the CLI's ``--dtypes`` names and the pytest plugin's rows.
-FLOAT_DTYPES: tuple[torch.dtype, ...] = (
-    torch.float32,
-    torch.float64,
-    torch.float16,
-    torch.bfloat16,
-)
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    """How messages, test ids and ``--dtypes`` name a dtype: ``"float32"``."""
-    return str(dtype).removeprefix("torch.")
-
-
-#: [`FLOAT_DTYPES`][] by [`dtype_name`][]: what ``dtypes=[...]`` and ``--dtypes`` accept.
-FLOAT_DTYPE_NAMES: dict[str, torch.dtype] = {dtype_name(d): d for d in FLOAT_DTYPES}
-#: Integer table dtypes that torch's embedding looks up (forward only).
-INTEGER_TABLE_DTYPES: tuple[torch.dtype, ...] = (
-    torch.uint8,
-    torch.int8,
-    torch.int16,
-    torch.int32,
-    torch.int64,
-)
-
-
-class OneHotTooLargeError(MemoryError):
-    """A dense one-hot matrix would not fit in memory; raised before anything is allocated.
-
-    The message names the size of the one-hot and points to the forms that never build it
-    ([`lookup_embedding`][embedding_equivalence.lookup_embedding] and
-    [`sparse_matmul_embedding`][embedding_equivalence.sparse_matmul_embedding]).
-    """
-
-
-def format_bytes(n: float) -> str:
-    """Format a byte count with binary prefixes, e.g. ``12.0 GiB``.
-
-    Args:
-        n: number of bytes.
-
-    Returns:
-        A short human-readable string.
-    """
-    units = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB")
-    value = float(n)
-    for unit in units:
-        if abs(value) < 1024 or unit == units[-1]:
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _shape_str(shape: Sequence[int]) -> str:
@@ -126,6 +65,25 @@ def normalize_padding_idx(padding_idx: int | None, num_embeddings: int, fn: str)
             f"for a weight with {num_embeddings} rows; pass a row of the table, e.g. "
             f"padding_idx=0 or padding_idx=-1 (the last row)"
         )
+    return padding_row(padding_idx, num_embeddings)
+
+
+def padding_row(padding_idx: int | None, num_embeddings: int) -> int | None:
+    """``padding_idx`` as a row of the table: a negative value counts from the end.
+
+    The one mapping of a negative ``padding_idx`` to ``V + padding_idx``:
+    [`normalize_padding_idx`][] checks the value first; the oracles and the engine map the
+    ``padding_idx`` of a call with it.
+
+    Args:
+        padding_idx: ``None`` or a row in ``[-V, V)``.
+        num_embeddings: ``V``.
+
+    Returns:
+        ``None`` or the row in ``[0, V)``.
+    """
+    if padding_idx is None:
+        return None
     return padding_idx + num_embeddings if padding_idx < 0 else padding_idx
 
 
@@ -209,24 +167,19 @@ def check_embedding_args(
             f"got {type(weight).__name__}"
         )
     if input.dtype not in INDEX_DTYPES:
+        floating = " (floating ids are refused rather than truncated)"
         raise TypeError(
             f"{fn}: input must hold integer ids of dtype torch.int64 or torch.int32, got "
             f"{input.dtype}; convert them with {fn}(input.long(), weight)"
-            + (
-                " (floating ids are refused rather than truncated)"
-                if input.dtype.is_floating_point
-                else ""
-            )
+            f"{floating if input.dtype.is_floating_point else ''}"
         )
     if weight.dim() != 2:
+        hint = ""
+        if weight.dim() == 1:
+            hint = f"; for a single row pass weight.unsqueeze(0) of shape (1, {weight.shape[0]})"
         raise ValueError(
             f"{fn}: weight must be 2-D of shape (num_embeddings, embedding_dim), got shape "
-            f"{_shape_str(weight.shape)}"
-            + (
-                f"; for a single row pass weight.unsqueeze(0) of shape (1, {weight.shape[0]})"
-                if weight.dim() == 1
-                else ""
-            )
+            f"{_shape_str(weight.shape)}{hint}"
         )
     integer = weight.dtype in INTEGER_TABLE_DTYPES
     if integer and integer_table:
@@ -273,94 +226,11 @@ def check_embedding_args(
     return padding
 
 
-_BUDGET_ENV = "EMBEDDING_EQUIVALENCE_MAX_ONE_HOT_BYTES"
-
-
-@functools.lru_cache(maxsize=1)
-def _small_allocation_bytes() -> int:
-    """1/64 of the physical memory (read once): smaller one-hots need no memory check."""
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 64
-    except (ValueError, OSError, AttributeError):
-        return 0
-
-
-def available_memory_bytes(device: torch.device) -> int | None:
-    """Memory that a new allocation on ``device`` can use, or ``None`` when unknown.
-
-    CPU: ``MemAvailable`` of ``/proc/meminfo`` (else the physical pages reported by
-    ``sysconf``). CUDA: the free memory reported by ``torch.cuda.mem_get_info``. The
-    environment variable ``EMBEDDING_EQUIVALENCE_MAX_ONE_HOT_BYTES`` overrides both, which
-    lets tests and CI impose a smaller budget.
-
-    Args:
-        device: where the allocation would happen.
-
-    Returns:
-        A byte count, or ``None`` when nothing is known (e.g. the ``meta`` device).
-    """
-    override = os.environ.get(_BUDGET_ENV)
-    if override:
-        return int(override)
-    if device.type == "cpu":
-        try:
-            with open("/proc/meminfo", encoding="ascii") as f:
-                for line in f:
-                    if line.startswith("MemAvailable:"):
-                        return int(line.split()[1]) * 1024
-        except OSError:
-            pass
-        try:
-            return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        except (ValueError, OSError, AttributeError):
-            return None
-    if device.type == "cuda":
-        free, _total = torch.cuda.mem_get_info(device)
-        return int(free)
-    return None
-
-
-def check_one_hot_fits(
-    num_ids: int, num_embeddings: int, dtype: torch.dtype, device: torch.device, fn: str
-) -> None:
-    """Refuse a dense ``(N, V)`` one-hot that cannot fit, before anything is allocated.
-
-    Args:
-        num_ids: ``N``, the number of ids (``input.numel()``).
-        num_embeddings: ``V``, the number of rows of the weight.
-        dtype: the dtype the one-hot would be built in (the weight's).
-        device: where it would be built.
-        fn: name of the calling function, for the message.
-
-    Raises:
-        OneHotTooLargeError: ``N * V * itemsize`` exceeds the memory available on ``device``.
-    """
-    itemsize = dtype.itemsize
-    needed = num_ids * num_embeddings * itemsize
-    if needed == 0:
-        return
-    if needed <= _small_allocation_bytes() and not os.environ.get(_BUDGET_ENV):
-        return  # far below the machine's memory: skip reading /proc/meminfo on every call
-    available = available_memory_bytes(device)
-    if available is None or needed <= available:
-        return
-    raise OneHotTooLargeError(
-        f"{fn}: the dense one-hot matrix would take {format_bytes(needed)} "
-        f"({num_ids} ids x {num_embeddings} rows x {itemsize} bytes of {dtype}), more than the "
-        f"{format_bytes(available)} available on {device}; nothing was allocated. Use "
-        f"lookup_embedding(input, weight, ...) or sparse_matmul_embedding(input, weight, ...), "
-        f"which never build the dense one-hot."
-    )
-
-
 # --- EmbeddingBag ---------------------------------------------------------------------------
 
 
 def _check_offsets(
-    input: torch.Tensor,
-    offsets: object,
-    include_last_offset: bool,
-    fn: str,
+    input: torch.Tensor, offsets: object, include_last_offset: bool, fn: str
 ) -> None:
     """Check the type, rank, dtype, device and values of the ``offsets`` of a 1-D input."""
     n = input.shape[0]
@@ -427,15 +297,13 @@ def _check_offsets(
         )
     if any_past_end:
         i = int(past_end.nonzero()[0].item())
+        hint = ""
+        if include_last_offset:
+            hint = " (with include_last_offset=True the last offset is the end of the last bag, "
+            hint += f"usually {n})"
         raise ValueError(
             f"{fn}: offsets[{i}] = {int(offsets[i].item())} is past the end of input, which "
-            f"holds {n} ids; every offset must lie in [0, {n}]"
-            + (
-                f" (with include_last_offset=True the last offset is the end of the last "
-                f"bag, usually {n})"
-                if include_last_offset
-                else ""
-            )
+            f"holds {n} ids; every offset must lie in [0, {n}]{hint}"
         )
 
 
@@ -483,14 +351,12 @@ def check_embedding_bag_args(
             f"{fn}(input.values(), weight, input.offsets(), include_last_offset=True)"
         )
     if input.dim() not in (1, 2):
+        hint = "flatten it: input.reshape(-1, input.shape[-1])"
+        if input.dim() == 0:
+            hint = "for a single bag pass input.reshape(1, -1)"
         raise ValueError(
             f"{fn}: input must be 1-D (N,) with offsets, or 2-D (B, L) (B bags of L ids) "
-            f"without offsets, got shape {_shape_str(input.shape)}"
-            + (
-                "; for a single bag pass input.reshape(1, -1)"
-                if input.dim() == 0
-                else "; flatten it: input.reshape(-1, input.shape[-1])"
-            )
+            f"without offsets, got shape {_shape_str(input.shape)}; {hint}"
         )
     if not isinstance(mode, str) or mode not in BAG_MODES:
         raise ValueError(
@@ -504,15 +370,11 @@ def check_embedding_bag_args(
         )
     if per_sample_weights is not None:
         if not option_applies("per_sample_weights", mode):
+            mean = " (for a weighted mean, divide w by the sum of the weights in each bag first)"
             raise ValueError(
                 f"{fn}: per_sample_weights is only supported with mode='sum', got "
                 f"mode={mode!r}; call {fn}(input, weight, offsets, mode='sum', "
-                f"per_sample_weights=w)"
-                + (
-                    " (for a weighted mean, divide w by the sum of the weights in each bag first)"
-                    if mode == "mean"
-                    else ""
-                )
+                f"per_sample_weights=w){mean if mode == 'mean' else ''}"
             )
         if not isinstance(per_sample_weights, torch.Tensor):
             raise TypeError(
@@ -573,7 +435,7 @@ def check_bag_sparse(sparse: bool, mode: str, scale_grad_by_freq: bool, fn: str)
             f"{fn}: sparse=True is not supported with mode='max' (as in F.embedding_bag); "
             f"use mode='sum' or mode='mean', or sparse=False"
         )
-    if scale_grad_by_freq:
+    if option_excluded("sparse", {"scale_grad_by_freq": scale_grad_by_freq}):
         raise ValueError(
             f"{fn}: sparse=True cannot be combined with scale_grad_by_freq=True (torch's "
             f"sparse backward does not implement it and would fail at backward()); pass "
@@ -581,33 +443,26 @@ def check_bag_sparse(sparse: bool, mode: str, scale_grad_by_freq: bool, fn: str)
         )
 
 
-def check_multi_hot_fits(
-    num_bags: int, num_embeddings: int, dtype: torch.dtype, device: torch.device, fn: str
-) -> None:
-    """Refuse a dense ``(B, V)`` bag-count matrix that cannot fit, before anything is allocated.
+def int_at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse type: an integer (``1_000`` allowed) no smaller than ``minimum``.
 
-    The same budget as [`check_one_hot_fits`][] (which decides), with a message about bags.
+    The command lines' (``_cli``, the benchmark) and the pytest plugin's
+    ``--embedding-max-examples``: a bad value reads the same in each.
 
     Args:
-        num_bags: ``B``, the number of bags.
-        num_embeddings: ``V``, the number of rows of the weight.
-        dtype: the dtype the matrix would be built in (the weight's).
-        device: where it would be built.
-        fn: name of the calling function, for the message.
+        minimum: the smallest value accepted.
 
-    Raises:
-        OneHotTooLargeError: ``B * V * itemsize`` exceeds the memory available on ``device``.
+    Returns:
+        The parser, which raises ``argparse.ArgumentTypeError`` naming the value.
     """
-    try:
-        check_one_hot_fits(num_bags, num_embeddings, dtype, device, fn)
-    except OneHotTooLargeError:
-        itemsize = torch.empty((), dtype=dtype, device="meta").element_size()
-        needed = num_bags * num_embeddings * itemsize
-        available = available_memory_bytes(device)
-        raise OneHotTooLargeError(
-            f"{fn}: the dense bag-count (multi-hot) matrix would take {format_bytes(needed)} "
-            f"({num_bags} bags x {num_embeddings} rows x {itemsize} bytes of {dtype}), more "
-            f"than the {format_bytes(available or 0)} available on {device}; nothing was "
-            f"allocated. Use lookup_embedding_bag(input, weight, offsets, ...), which never "
-            f"builds it."
-        ) from None
+
+    def parse(value: str) -> int:
+        try:
+            n = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
+        if n < minimum:
+            raise argparse.ArgumentTypeError(f"{value!r} must be at least {minimum}")
+        return n
+
+    return parse

@@ -65,30 +65,28 @@ of ids after the last offset must be exactly zero.
 
 from __future__ import annotations
 
-import functools
-import math
-from collections import defaultdict
 from typing import TYPE_CHECKING, NamedTuple, TypedDict
 
 import torch
 
-from .._draw.cases import Call
 from ..forms.bag import bag_starts, check_bag_call
 from ..forms.validation import check_ids_in_range
 from .bounds import (
     U64,
     gamma,
     gammas,
+    grouped_sums,
     renorm_error_bound,
     row_sums,
     segment_sums,
     subnormal_loss,
     unit_roundoff,
-    within,
+    zero_where_not_finite,
 )
+from .call import Call
 from .embedding import referenced_rows, renormed_table
 from .expected import ExpectedRows, Oracle, RowDigests, table_as_it_was
-from .max_ties import search_assignment, tie_components
+from .max_ties import MaxBags
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -132,15 +130,10 @@ class BagGradients(NamedTuple):
     """Of the input's shape: of ``per_sample_weights`` (``None`` without them)."""
 
 
-def _zero_where_not_finite(bound: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
-    """A non-finite exact value must be matched exactly: bound zero there."""
-    return torch.where(torch.isfinite(value), bound, torch.zeros_like(bound))
-
-
 # -- the call, parsed ------------------------------------------------------------------------
 
 
-class BagOracle(Oracle):
+class BagOracle(MaxBags, Oracle):
     """The exact reference of one ``F.embedding_bag`` call (the ``Oracle`` seam).
 
     The call is parsed once, into tensors: the positions of each bag's ids (padding left
@@ -197,9 +190,7 @@ class BagOracle(Oracle):
         flat = input.detach().reshape(-1).to(device="cpu", dtype=torch.int64)
         starts, end = bag_starts(input, offsets, include_last_offset)
         starts = starts.cpu()
-        self.mode = mode
-        self.dim = dim
-        self.num_embeddings = num_embeddings
+        self.mode, self.num_embeddings, self.dim = mode, num_embeddings, dim
         self.input_shape = tuple(input.shape)
         self.padding = padding_idx
         self.scale_grad_by_freq = options.get("scale_grad_by_freq", False)
@@ -207,9 +198,7 @@ class BagOracle(Oracle):
         # Every id before `end` lies in a bag (offsets start at 0): the bag of each is the last
         # bag that starts at or before it (empty bags start where the next one does).
         bag_of = torch.searchsorted(starts, torch.arange(end, dtype=torch.int64), right=True) - 1
-        keep = (
-            torch.ones(end, dtype=torch.bool) if padding_idx is None else flat[:end] != padding_idx
-        )
+        keep = flat[:end] != (-1 if padding_idx is None else padding_idx)  # ids lie in [0, V)
         #: ``(M,)`` positions in the flat ids of the ids that count (in a bag, not padding),
         #: in order, so grouped by bag
         self.positions = torch.nonzero(keep).reshape(-1)
@@ -222,33 +211,28 @@ class BagOracle(Oracle):
         self.row_ids, row_of = torch.unique(ids, sorted=True, return_inverse=True)
         #: ``(M,)`` the index in ``row_ids`` of each position's row
         self.row_of = row_of.reshape(-1)
-        referenced = self.row_ids.tolist()
         #: ``(R, D)`` the (renormalized) float64 rows of ``row_ids``
-        self.values = referenced_rows(weight, referenced, max_norm, norm_type)
+        self.values = referenced_rows(weight, self.row_ids.tolist(), max_norm, norm_type)
         psw = per_sample_weights
         self.sample_weights = None if psw is None else psw.detach().reshape(-1).cpu().double()
-        self._weight = weight
-        self._max_norm = max_norm
-        self._norm_type = norm_type
+        self._weight, self._max_norm, self._norm_type = weight, max_norm, norm_type
         self._table: torch.Tensor | None = None
         dt = dtype or weight.dtype
         #: ``(R, D)`` bounds of the renorm's rounding (zero where the entry is not finite;
         #: infinite where no bound exists: (D + 3) u >= 1, every value passes there), or None
         self.renorm_bounds: torch.Tensor | None = None
-        if max_norm is not None and referenced:
-            originals = referenced_rows(weight, referenced, None, norm_type)
-            bound = renorm_error_bound(originals, max_norm, dt)
-            self.renorm_bounds = _zero_where_not_finite(bound, originals)
         self.dtype = dt
+        #: every row referenced anywhere in the input: its renormed values and their bounds
         self._renormed: tuple[list[int], torch.Tensor, torch.Tensor] | None = None
         self._before: torch.Tensor | RowDigests | None = None
         if max_norm is not None:  # read now: the candidate renormalizes the table in place
-            every = torch.unique(flat).tolist()
-            self._renormed = (
-                every,
-                referenced_rows(weight, every, max_norm, norm_type),
-                renorm_error_bound(referenced_rows(weight, every, None, norm_type), max_norm, dt),
-            )
+            every = torch.unique(flat)
+            originals = referenced_rows(weight, every.tolist(), None, norm_type)
+            bound = renorm_error_bound(originals, max_norm, dt)
+            renormed = referenced_rows(weight, every.tolist(), max_norm, norm_type)
+            self._renormed = (every.tolist(), renormed, bound)
+            mine = torch.searchsorted(every, self.row_ids)  # row_ids lie among them
+            self.renorm_bounds = zero_where_not_finite(bound, originals)[mine]
             self._before = table_as_it_was(weight)
         self.u = unit_roundoff(dt)
         self.eta = subnormal_loss(dt)
@@ -311,21 +295,9 @@ class BagOracle(Oracle):
 
     # -- the terms -----------------------------------------------------------------------------
 
-    def _entries(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(x, r)``: the ``(M, D)`` values of the positions' rows and their renorm bounds."""
-        x = self.values[self.row_of]
-        if self.renorm_bounds is None:
-            return x, torch.zeros_like(x)
-        return x, self.renorm_bounds[self.row_of]
-
     def _coefficients(self) -> torch.Tensor | None:
         """``(M,)`` the ``per_sample_weights`` of the positions, or ``None`` (all ones)."""
         return None if self.sample_weights is None else self.sample_weights[self.positions]
-
-    def _upstream(self, grad_output: torch.Tensor) -> torch.Tensor:
-        """``(B, D)`` float64 CPU copy of the upstream gradient."""
-        g = grad_output.detach().to(device="cpu", dtype=torch.float64)
-        return g.reshape(self.lengths.shape[0], self.dim)
 
     # -- forward -----------------------------------------------------------------------------
 
@@ -338,37 +310,22 @@ class BagOracle(Oracle):
             return self._max_forward(x, r)
         c = self._coefficients()
         s = self.extra_roundings
-        terms = x if c is None else c[:, None] * x
-        magnitudes = x.abs() + r if c is None else c.abs()[:, None] * (x.abs() + r)
-        values = segment_sums(terms, k)
-        mag = segment_sums(magnitudes, k)
-        pert = (
-            torch.zeros(count, self.dim, dtype=torch.float64)
-            if self.renorm_bounds is None
-            else segment_sums(r if c is None else c.abs()[:, None] * r, k)
-        )
+        # The coefficients, ones without per_sample_weights (a product by 1 is exact).
+        w = torch.ones(x.shape[0], 1, dtype=torch.float64) if c is None else c[:, None]
+        values = segment_sums(w * x, k)
+        mag = segment_sums(w.abs() * (x.abs() + r), k)
+        pert = torch.zeros(count, self.dim, dtype=torch.float64)
+        if self.renorm_bounds is not None:
+            pert = segment_sums(w.abs() * r, k)
         if self.mode == "mean":
             kf = k.clamp(min=1).to(torch.float64)[:, None]
             values, mag, pert = values / kf, mag / kf, pert / kf
         g = gammas(k + s, self.u) + gamma(s + 1, U64)
         slack = g[:, None] * mag + pert + ((k + s).to(torch.float64) * self.eta)[:, None]
-        bound = _zero_where_not_finite(slack, values)
+        bound = zero_where_not_finite(slack, values)
         empty = k == 0
         values[empty], bound[empty] = 0.0, 0.0
         return values, bound
-
-    def _max_forward(self, x: torch.Tensor, r: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The column maxima of each bag (NaN if the column holds one), bound: max ``r``."""
-        count = self.lengths.shape[0]
-        index = self.bag_of[:, None].expand_as(x)
-        top = torch.zeros(count, self.dim, dtype=torch.float64)
-        top.scatter_reduce_(0, index, x, "amax", include_self=False)
-        nan = torch.zeros(count, self.dim, dtype=torch.float64)
-        nan.index_add_(0, self.bag_of, x.isnan().to(torch.float64))
-        top[nan > 0] = math.nan
-        slack = torch.zeros(count, self.dim, dtype=torch.float64)
-        slack.scatter_reduce_(0, index, r, "amax", include_self=False)
-        return top, _zero_where_not_finite(slack, top)
 
     # -- backward ----------------------------------------------------------------------------
 
@@ -379,63 +336,24 @@ class BagOracle(Oracle):
 
         Every other row's gradient must be exactly zero. ``max``: first maximum of each bag.
         """
-        rows = self.row_ids.tolist()
-        g = self._upstream(grad_output)
         if self.mode == "max":
-            grad, bound = self._max_grad(g, self._first_maxima())
-            return rows, grad, bound
+            return self.max_grad_rows(grad_output)
+        rows = self.row_ids.tolist()
         s = self.extra_roundings + (2 if self.scale_grad_by_freq else 0)
-        terms = g[self.bag_of]
+        terms = self._upstream(grad_output)[self.bag_of]
         c = self._coefficients()
         if self.mode == "mean":
             terms = terms / self.lengths[self.bag_of].to(torch.float64)[:, None]
         elif c is not None:
             terms = c[:, None] * terms
-        order = torch.sort(self.row_of, stable=True).indices
-        k = torch.bincount(self.row_of, minlength=len(rows))
-        sums = segment_sums(terms[order], k)
-        mags = segment_sums(terms[order].abs(), k)
+        sums, mags, k = grouped_sums(self.row_of, terms, len(rows))
         # Every id before the end lies in a bag, so a row's count in the input up to the end
         # (scale_grad_by_freq's divisor) is its number of occurrences k.
         div = k.to(torch.float64)[:, None] if self.scale_grad_by_freq else 1.0
         gam = gammas(k + s, self.u) + gamma(s + 1, U64)
         grad = sums / div
         slack = gam[:, None] * mags / div + ((k + s).to(torch.float64) * self.eta)[:, None]
-        return rows, grad, _zero_where_not_finite(slack, sums)
-
-    def _first_maxima(self) -> torch.Tensor:
-        """``(B, D)``: per bag and column, the first position that holds the maximum.
-
-        An index into ``positions`` (the first NaN if the column holds one); ``M`` for an
-        empty bag.
-        """
-        x, r = self._entries()
-        top, _ = self._max_forward(x, r)
-        m = x.shape[0]
-        at = top[self.bag_of]
-        is_max = (x == at) | (x.isnan() & at.isnan())
-        where = torch.arange(m, dtype=torch.int64)[:, None].expand_as(x)
-        first = torch.full((self.lengths.shape[0], self.dim), m, dtype=torch.int64)
-        candidates = torch.where(is_max, where, torch.full_like(where, m))
-        first.scatter_reduce_(0, self.bag_of[:, None].expand_as(x), candidates, "amin")
-        return first
-
-    def _max_grad(self, g: torch.Tensor, first: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Each bag's ``G[b, d]`` to the row of ``first[b, d]``: ``(R, D)`` sums and bounds."""
-        rows = self.row_ids.shape[0]
-        filled = self.lengths > 0
-        winner = self.row_of[first[filled]]  # (B', D): the row that takes G[b, d]
-        column = torch.arange(self.dim, dtype=torch.int64).expand_as(winner)
-        key = (winner * self.dim + column).reshape(-1)
-        terms = g[filled].reshape(-1)
-        order = torch.sort(key, stable=True).indices
-        k = torch.bincount(key, minlength=rows * self.dim)
-        sums = segment_sums(terms[order][:, None], k)[:, 0]
-        mags = segment_sums(terms[order].abs()[:, None], k)[:, 0]
-        gam = gammas(k, self.u) + gamma(1, U64)
-        slack = gam * mags + k.to(torch.float64) * self.eta
-        bound = _zero_where_not_finite(slack, sums)
-        return sums.reshape(rows, self.dim), bound.reshape(rows, self.dim)
+        return rows, grad, zero_where_not_finite(slack, sums)
 
     def psw_grad(self, grad_output: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(grad, bound)`` of ``per_sample_weights``, of the input's shape."""
@@ -446,115 +364,10 @@ class BagOracle(Oracle):
         mag = row_sums((x.abs() + r) * g.abs())
         pert = row_sums(r * g.abs())
         gam = gamma(d + 1, self.u) + gamma(2, U64)
-        bound = _zero_where_not_finite(gam * mag + pert + (d + 1) * self.eta, value)
-        n = self._flat.shape[0]
-        grad = torch.zeros(n, dtype=torch.float64)
-        slack = torch.zeros(n, dtype=torch.float64)
+        bound = zero_where_not_finite(gam * mag + pert + (d + 1) * self.eta, value)
+        grad, slack = torch.zeros(2, self._flat.shape[0], dtype=torch.float64)
         grad[self.positions], slack[self.positions] = value, bound
         return grad.reshape(self.input_shape), slack.reshape(self.input_shape)
-
-    # -- max: ties ---------------------------------------------------------------------------
-
-    @functools.cached_property
-    def _bag_lists(self) -> list[list[tuple[int, list[float], list[float]]]]:
-        """Per bag, ``(row, values, renorm bounds)`` of each of its entries, in order."""
-        x, r = self._entries()
-        rows = self.row_ids[self.row_of].tolist()
-        entries = list(zip(rows, x.tolist(), r.tolist(), strict=True))
-        bags, at = [], 0
-        for k in self.lengths.tolist():
-            bags.append(entries[at : at + k])
-            at += k
-        return bags
-
-    def _tied_columns(self) -> list[int]:
-        """The columns in which some bag has more than one row that may hold its maximum."""
-        x, r = self._entries()
-        top, _ = self._max_forward(x, r)
-        at = top[self.bag_of]
-        count = self.lengths.shape[0]
-        index = self.bag_of[:, None].expand_as(x)
-        floor = torch.zeros(count, self.dim, dtype=torch.float64)
-        floor.scatter_reduce_(0, index, x - r, "amax", include_self=False)
-        nan = at.isnan()
-        exact = torch.where(nan, x.isnan(), x == at)
-        near = ~nan & (x != at) & (x + r >= floor[self.bag_of])
-        chosen = exact | near
-        # Distinct rows among each bag's candidates: the smallest and the largest differ.
-        big = self.row_ids.shape[0]
-        row = self.row_of[:, None].expand_as(x)
-        low = torch.full((count, self.dim), big, dtype=torch.int64)
-        low.scatter_reduce_(0, index, torch.where(chosen, row, torch.full_like(row, big)), "amin")
-        high = torch.full((count, self.dim), -1, dtype=torch.int64)
-        high.scatter_reduce_(0, index, torch.where(chosen, row, torch.full_like(row, -1)), "amax")
-        tied = ((high > low) & (high >= 0)).any(0)
-        # A NaN in x - r or x + r (an infinite row renormed) compares as nothing: search there.
-        unclear = (x - r).isnan().any(0) | (x + r).isnan().any(0)
-        return torch.nonzero(tied | unclear).reshape(-1).tolist()
-
-    def _max_candidates(self, d: int) -> list[tuple[list[int], int]]:
-        """Per bag, the distinct rows that may hold its maximum in column ``d``.
-
-        The exact maximizers come first, in the order of the bag (the first of them is
-        ``F.embedding_bag``'s choice), then the rows that the renorm's rounding may make the
-        maximum. With each list, the last exact maximizer (a scatter kernel's choice); an
-        empty bag gives ``([], -1)``.
-        """
-        result: list[tuple[list[int], int]] = []
-        for bag in self._bag_lists:
-            entries = [(v, x[d], r[d]) for v, x, r in bag]
-            if not entries:
-                result.append(([], -1))
-                continue
-            if any(math.isnan(x) for _, x, _ in entries):
-                exact = [v for v, x, _ in entries if math.isnan(x)]
-                near: list[int] = []
-            else:
-                top = max(x for _, x, _ in entries)
-                floor = max(x - r for _, x, r in entries)
-                exact = [v for v, x, _ in entries if x == top]
-                near = [v for v, x, r in entries if x != top and x + r >= floor]
-            result.append((list(dict.fromkeys(exact + near)), exact[-1]))
-        return result
-
-    def max_grad_matching(
-        self, grad_output: torch.Tensor, actual: torch.Tensor
-    ) -> tuple[list[int], torch.Tensor, torch.Tensor]:
-        """Like [`weight_grad_rows`][], under the tie assignment that explains ``actual``.
-
-        ``actual`` is the candidate's ``(R, D)`` gradient on the same rows. Starts from the
-        first-maximum assignment and, for each component of tied bags whose rows do not
-        match, searches for another assignment; the first one that matches replaces the
-        default. Components without a match keep the default, so that the comparison reports
-        them. Only the columns with ties are searched (found for all bags at once).
-        """
-        rows, grad, bound = self.weight_grad_rows(grad_output)
-        position = {v: r for r, v in enumerate(rows)}
-        g = self._upstream(grad_output).tolist()
-        target_rows = actual.detach().to(device="cpu", dtype=torch.float64)
-        for d in self._tied_columns():
-            cands = self._max_candidates(d)
-            tied = [(g[b][d], c, last) for b, (c, last) in enumerate(cands) if len(c) > 1]
-            if not tied:
-                continue
-            fixed: dict[int, list[float]] = defaultdict(list)
-            for b, (c, _) in enumerate(cands):
-                if len(c) == 1:
-                    fixed[c[0]].append(g[b][d])
-            column = target_rows[:, d].tolist()
-            target = {v: column[position[v]] for v in rows}
-            for comp_rows, comp_bags in tie_components(tied):
-                if all(
-                    within(target[v], float(grad[position[v], d]), float(bound[position[v], d]))
-                    for v in comp_rows
-                ):
-                    continue
-                found = search_assignment(comp_rows, comp_bags, fixed, target, self.u, self.eta)
-                if found is None:
-                    continue
-                for v, (value, slack) in found.items():
-                    grad[position[v], d], bound[position[v], d] = value, slack
-        return rows, grad, bound
 
 
 # -- the reference functions: one BagOracle each -------------------------------------------------

@@ -9,7 +9,7 @@ and [`embedding_equivalence.oracle.bag`][] (bags). Nothing here is tuned by hand
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from fractions import Fraction
 
 import torch
@@ -19,7 +19,7 @@ __all__ = [
     "exact_sum",
     "gamma",
     "gammas",
-    "nan_max",
+    "grouped_sums",
     "renorm_error_bound",
     "row_sums",
     "segment_sums",
@@ -27,6 +27,7 @@ __all__ = [
     "subnormal_loss",
     "unit_roundoff",
     "within",
+    "zero_where_not_finite",
 ]
 
 #: Unit roundoff of float64: the oracle's own rounding per operation.
@@ -133,18 +134,39 @@ def segment_sums(values: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def grouped_sums(
+    keys: torch.Tensor, terms: torch.Tensor, groups: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Exactly rounded sums of the rows of ``terms`` and of their magnitudes, by group.
+
+    The rows are sorted by group (a stable sort) and each group summed by
+    [`segment_sums`][]: no Python loop over the rows.
+
+    Args:
+        keys: ``(M,)`` int64, the group of each row, in ``[0, groups)``.
+        terms: ``(M, L)`` float64.
+        groups: ``S``, the number of groups.
+
+    Returns:
+        ``(sums, magnitudes, counts)``: ``(S, L)`` sums of each group's rows and of their
+        absolute values, and the ``(S,)`` rows of each group.
+    """
+    order = torch.sort(keys, stable=True).indices
+    counts = torch.bincount(keys, minlength=groups)
+    grouped = terms[order]
+    return segment_sums(grouped, counts), segment_sums(grouped.abs(), counts), counts
+
+
+def zero_where_not_finite(bound: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+    """A non-finite exact value must be matched exactly: bound zero there."""
+    return torch.where(torch.isfinite(value), bound, torch.zeros_like(bound))
+
+
 def row_sums(values: torch.Tensor) -> torch.Tensor:
     """``(M,)`` exactly rounded sums of the rows of an ``(M, L)`` float64 tensor."""
     m, length = values.shape
     counts = torch.full((m,), length, dtype=torch.int64)
     return segment_sums(values.reshape(-1, 1), counts)[:, 0]
-
-
-def nan_max(values: Sequence[float]) -> float:
-    """Maximum with NaN propagation (``torch.amax``): NaN if any value is NaN."""
-    if any(math.isnan(x) for x in values):
-        return math.nan
-    return max(values)
 
 
 def sum_and_bound(terms: list[float], s: int, u: float, eta: float) -> tuple[float, float]:

@@ -42,8 +42,9 @@ from typing import Any
 
 import torch
 
-from .._draw.cases import Call
-from .bounds import U64, gammas, nan_max, renorm_error_bound, subnormal_loss, unit_roundoff
+from ..forms.validation import padding_row
+from .bounds import U64, gammas, grouped_sums, renorm_error_bound, subnormal_loss, unit_roundoff
+from .call import Call
 from .expected import ExpectedRows, Oracle, RowDigests, table_as_it_was
 
 __all__ = [
@@ -63,7 +64,7 @@ def _norm(row: list[float], p: float) -> float:
     if math.isinf(p):
         # NaN propagates, as in torch.linalg.vector_norm (Python's max would skip it unless it
         # came first).
-        return nan_max([abs(x) for x in row]) if row else 0.0
+        return math.nan if any(map(math.isnan, row)) else max(map(abs, row), default=0.0)
     if p == 1:
         return math.fsum(abs(x) for x in row)
     if p == 2:
@@ -111,55 +112,26 @@ def renormed_table(
     return table
 
 
-def _positive(padding_idx: int | None, num_embeddings: int) -> int | None:
-    return (
-        padding_idx + num_embeddings if padding_idx is not None and padding_idx < 0 else padding_idx
-    )
-
-
 def _grad_rows(
-    ids: list[int],
-    grad_output: torch.Tensor,
-    padding_idx: int | None,
-    scale_grad_by_freq: bool,
+    ids: list[int], grad_output: torch.Tensor, padding_idx: int | None, scale_grad_by_freq: bool
 ) -> tuple[list[int], torch.Tensor, torch.Tensor, torch.Tensor]:
     """The referenced rows with their exact gradient, ``sum |G|`` and id counts.
 
     Gradient and sums are divided by the count under ``scale_grad_by_freq``; the padding
-    row's are zero. The upstream rows are grouped by id with one stable sort, and each
-    column of each group is summed by ``math.fsum`` over a slice (no Python loop over the
-    ids, so 2**17 ids cost what their ``fsum``s cost).
+    row's are zero. The upstream rows are grouped by id and each group is summed exactly
+    ([`grouped_sums`][embedding_equivalence.oracle.bounds.grouped_sums]: no Python loop over
+    the ids, so 2**17 ids cost what their ``fsum``s cost).
     """
     dim = grad_output.shape[-1] if grad_output.dim() > 0 else 0
     g = grad_output.detach().to(device="cpu", dtype=torch.float64).reshape(len(ids), dim)
-    index = torch.tensor(ids, dtype=torch.int64)
-    order = torch.sort(index, stable=True).indices
-    unique, counts = torch.unique_consecutive(index[order], return_counts=True)
+    unique, row_of = torch.unique(torch.tensor(ids, dtype=torch.int64), return_inverse=True)
     rows = unique.tolist()
-    count = counts.to(torch.int64)
-    starts = [0, *torch.cumsum(counts, 0).tolist()]
-    columns = g[order].t().tolist()  # columns[d][j]: column d of the j-th id in sorted order
-    magnitudes = g[order].abs().t().tolist()
-    grad = torch.zeros(len(rows), dim, dtype=torch.float64)
-    abs_sum = torch.zeros(len(rows), dim, dtype=torch.float64)
-    for r, v in enumerate(rows):
-        if v == padding_idx:
-            continue
-        lo, hi = starts[r], starts[r + 1]
-        divisor = hi - lo if scale_grad_by_freq else 1
-        grad[r] = torch.tensor(
-            [math.fsum(column[lo:hi]) / divisor for column in columns], dtype=torch.float64
-        )
-        abs_sum[r] = torch.tensor(
-            [math.fsum(column[lo:hi]) / divisor for column in magnitudes], dtype=torch.float64
-        )
+    grad, abs_sum, count = grouped_sums(row_of.reshape(-1), g, len(rows))
+    if scale_grad_by_freq:
+        grad, abs_sum = grad / count[:, None], abs_sum / count[:, None]
+    if padding_idx in rows:
+        grad[rows.index(padding_idx)] = abs_sum[rows.index(padding_idx)] = 0.0
     return rows, grad, abs_sum, count
-
-
-def _zero_padding_row(bound: torch.Tensor, rows: list[int], padding: int | None) -> None:
-    """The padding row's gradient must be exactly zero: bound 0 (not ``k * eta``)."""
-    if padding in rows:
-        bound[rows.index(padding)] = 0.0
 
 
 def _scatter(rows: list[int], compact: torch.Tensor, num_rows: int) -> torch.Tensor:
@@ -169,27 +141,28 @@ def _scatter(rows: list[int], compact: torch.Tensor, num_rows: int) -> torch.Ten
     return out
 
 
-def gradient_bound_from_sums(
-    abs_sum: torch.Tensor, count: torch.Tensor, dtype: torch.dtype, scale_grad_by_freq: bool
-) -> torch.Tensor:
-    """``(gamma_{k+s}(u) + 2 u_64) * abs_sum + (k + s) * eta`` row by row (no Python loop).
+def _expected_grad(
+    ids: list[int],
+    grad_output: torch.Tensor,
+    num_rows: int,
+    dtype: torch.dtype,
+    padding: int | None,
+    scale_grad_by_freq: bool,
+) -> ExpectedRows:
+    """The exact gradient of the referenced rows, and its bound row by row (no Python loop).
 
-    Args:
-        abs_sum: ``(R, D)`` sums of ``|grad_output|`` per row (``/ count`` under
-            ``scale_grad_by_freq``), zero where the gradient must be exactly zero.
-        count: ``(R,)`` how often each row's id occurs; rows with count 0 get bound 0.
-        dtype: dtype in which the candidate computes the gradient.
-        scale_grad_by_freq: whether the gradient is divided by the counts (``s = 2``).
-
-    Returns:
-        ``(R, D)`` float64 bounds.
+    ``(gamma_{k+s}(u) + 2 u_64) * abs_sum + (k + s) * eta`` with ``k`` the row's count and
+    ``s = 2`` under ``scale_grad_by_freq`` (``abs_sum``, the sums of ``|grad_output|``, is
+    then divided by the count); the padding row's gradient must be exactly zero: bound 0
+    (not ``k * eta``). ``dtype`` is the dtype in which the candidate computes the gradient.
     """
-    u = unit_roundoff(dtype)
-    eta = subnormal_loss(dtype)
+    rows, grad, abs_sum, count = _grad_rows(ids, grad_output, padding, scale_grad_by_freq)
+    u, eta = unit_roundoff(dtype), subnormal_loss(dtype)
     k = count.to(torch.float64) + (2 if scale_grad_by_freq else 0)
     bound = (gammas(k, u) + 2 * U64)[:, None] * abs_sum + (k * eta)[:, None]
-    bound[count == 0] = 0.0
-    return bound
+    if padding in rows:
+        bound[rows.index(padding)] = 0.0
+    return ExpectedRows(rows, grad, bound, num_rows)
 
 
 def reference_embedding(
@@ -241,7 +214,7 @@ def reference_embedding_grad(
         ``|grad_output|`` that the error bound scales with (already divided by the count
         under ``scale_grad_by_freq``), and the ``(V,)`` id counts, all on the CPU.
     """
-    padding = _positive(padding_idx, num_embeddings)
+    padding = padding_row(padding_idx, num_embeddings)
     rows, grad, abs_sum, count = _grad_rows(
         flat_ids(input), grad_output, padding, scale_grad_by_freq
     )
@@ -277,11 +250,10 @@ def gradient_error_bound(
     Returns:
         ``(V, D)`` float64 tensor of bounds on the CPU.
     """
-    padding = _positive(padding_idx, num_embeddings)
-    rows, _, abs_sum, count = _grad_rows(flat_ids(input), grad_output, padding, scale_grad_by_freq)
-    bound = gradient_bound_from_sums(abs_sum, count, dtype, scale_grad_by_freq)
-    _zero_padding_row(bound, rows, padding)
-    return _scatter(rows, bound, num_embeddings)
+    padding = padding_row(padding_idx, num_embeddings)
+    ids = flat_ids(input)
+    expected = _expected_grad(ids, grad_output, num_embeddings, dtype, padding, scale_grad_by_freq)
+    return expected.full()[1]
 
 
 class EmbeddingOracle(Oracle):
@@ -321,7 +293,7 @@ class EmbeddingOracle(Oracle):
         self.input_shape = tuple(input.shape)
         self.num_embeddings, self.dim = weight.shape
         self.dtype = weight.dtype
-        self.padding = _positive(padding_idx, self.num_embeddings)
+        self.padding = padding_row(padding_idx, self.num_embeddings)
         self.max_norm = max_norm
         self.scale_grad_by_freq = scale_grad_by_freq
         self.rows = sorted(set(self.ids))
@@ -360,9 +332,5 @@ class EmbeddingOracle(Oracle):
 
     def weight_grad(self, grad_output: torch.Tensor) -> ExpectedRows:
         """Each referenced row sums its ids' upstream rows; the padding row is exactly zero."""
-        rows, grad, abs_sum, count = _grad_rows(
-            self.ids, grad_output, self.padding, self.scale_grad_by_freq
-        )
-        bound = gradient_bound_from_sums(abs_sum, count, self.dtype, self.scale_grad_by_freq)
-        _zero_padding_row(bound, rows, self.padding)
-        return ExpectedRows(rows, grad, bound, self.num_embeddings)
+        return _expected_grad(self.ids, grad_output, self.num_embeddings, self.dtype,
+                              self.padding, self.scale_grad_by_freq)  # fmt: skip

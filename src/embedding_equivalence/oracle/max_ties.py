@@ -1,18 +1,33 @@
-"""``max`` bags: which of the rows that tie for a bag's maximum took its gradient.
+"""``max`` bags: their maxima, the first maximum's gradient, and which tied row took it.
 
 In ``max`` mode the upstream gradient of a bag goes, per column, to one maximizing entry.
 Where several rows tie, every choice is a valid (sub)gradient and kernels differ, so the check
 searches for an assignment of tied bags to rows that explains the candidate's gradient within
-the bound (see [`embedding_equivalence.oracle.bag`][] for the derivation).
+the bound (see [`embedding_equivalence.oracle.bag`][] for the derivation). [`MaxBags`][] is
+the ``max`` half of [`BagOracle`][embedding_equivalence.oracle.bag.BagOracle], which parses
+the call; the search itself is [`search_assignment`][].
 """
 
 from __future__ import annotations
 
+import functools
 import math
+from collections import defaultdict
 
-from .bounds import U64, exact_sum, gamma, sum_and_bound, within
+import torch
 
-__all__ = ["MAX_TIE_SEARCH", "Tied", "search_assignment", "tie_components"]
+from .bounds import (
+    U64,
+    exact_sum,
+    gamma,
+    gammas,
+    grouped_sums,
+    sum_and_bound,
+    within,
+    zero_where_not_finite,
+)
+
+__all__ = ["MAX_TIE_SEARCH", "MaxBags", "Tied", "search_assignment", "tie_components"]
 
 #: Search steps allowed per tied component in the ``max`` gradient check.
 MAX_TIE_SEARCH = 20_000
@@ -147,3 +162,192 @@ def search_assignment(
 
 class _SearchExhausted(Exception):
     """Raised inside the search when it passes [`MAX_TIE_SEARCH`][] steps."""
+
+
+class MaxBags:
+    """The ``max`` mode of [`BagOracle`][embedding_equivalence.oracle.bag.BagOracle], its base.
+
+    The oracle parses the call into the tensors annotated here (see its ``__init__``); this
+    half reads them for the bags' maxima, the gradient under the first-maximum assignment,
+    and the search over the tied bags.
+    """
+
+    # Set by BagOracle.__init__, which says what each holds.
+    dim: int
+    lengths: torch.Tensor
+    bag_of: torch.Tensor
+    row_of: torch.Tensor
+    row_ids: torch.Tensor
+    values: torch.Tensor
+    renorm_bounds: torch.Tensor | None
+    u: float
+    eta: float
+
+    # -- the terms ---------------------------------------------------------------------------
+
+    def _entries(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(x, r)``: the ``(M, D)`` values of the positions' rows and their renorm bounds."""
+        x = self.values[self.row_of]
+        if self.renorm_bounds is None:
+            return x, torch.zeros_like(x)
+        return x, self.renorm_bounds[self.row_of]
+
+    def _upstream(self, grad_output: torch.Tensor) -> torch.Tensor:
+        """``(B, D)`` float64 CPU copy of the upstream gradient."""
+        g = grad_output.detach().to(device="cpu", dtype=torch.float64)
+        return g.reshape(self.lengths.shape[0], self.dim)
+
+    # -- the maxima and their gradient -------------------------------------------------------
+
+    def _max_forward(self, x: torch.Tensor, r: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The column maxima of each bag (NaN if the column holds one), bound: max ``r``."""
+        count = self.lengths.shape[0]
+        index = self.bag_of[:, None].expand_as(x)
+        top, nan, slack = torch.zeros(3, count, self.dim, dtype=torch.float64)
+        top.scatter_reduce_(0, index, x, "amax", include_self=False)
+        nan.index_add_(0, self.bag_of, x.isnan().to(torch.float64))
+        top[nan > 0] = math.nan
+        slack.scatter_reduce_(0, index, r, "amax", include_self=False)
+        return top, zero_where_not_finite(slack, top)
+
+    def _first_maxima(self) -> torch.Tensor:
+        """``(B, D)``: per bag and column, the first position that holds the maximum.
+
+        An index into ``positions`` (the first NaN if the column holds one); ``M`` for an
+        empty bag.
+        """
+        x, r = self._entries()
+        top, _ = self._max_forward(x, r)
+        m = x.shape[0]
+        at = top[self.bag_of]
+        is_max = (x == at) | (x.isnan() & at.isnan())
+        where = torch.arange(m, dtype=torch.int64)[:, None].expand_as(x)
+        first = torch.full((self.lengths.shape[0], self.dim), m, dtype=torch.int64)
+        candidates = torch.where(is_max, where, torch.full_like(where, m))
+        first.scatter_reduce_(0, self.bag_of[:, None].expand_as(x), candidates, "amin")
+        return first
+
+    def max_grad_rows(
+        self, grad_output: torch.Tensor
+    ) -> tuple[list[int], torch.Tensor, torch.Tensor]:
+        """``(rows, grad, bound)`` under the first-maximum assignment (``F.embedding_bag``'s).
+
+        Each bag's ``G[b, d]`` goes to the row of its first maximum in column ``d``; the
+        referenced rows get ``(R, D)`` sums and bounds, every other row must be exactly zero.
+        """
+        g, first = self._upstream(grad_output), self._first_maxima()
+        rows = self.row_ids.shape[0]
+        filled = self.lengths > 0
+        winner = self.row_of[first[filled]]  # (B', D): the row that takes G[b, d]
+        column = torch.arange(self.dim, dtype=torch.int64).expand_as(winner)
+        key = (winner * self.dim + column).reshape(-1)
+        sums, mags, k = grouped_sums(key, g[filled].reshape(-1, 1), rows * self.dim)
+        sums, mags = sums[:, 0], mags[:, 0]
+        gam = gammas(k, self.u) + gamma(1, U64)
+        slack = gam * mags + k.to(torch.float64) * self.eta
+        bound = zero_where_not_finite(slack, sums)
+        grad, bound = sums.reshape(rows, self.dim), bound.reshape(rows, self.dim)
+        return self.row_ids.tolist(), grad, bound
+
+    # -- ties ----------------------------------------------------------------------------------
+
+    @functools.cached_property
+    def _bag_lists(self) -> list[list[tuple[int, list[float], list[float]]]]:
+        """Per bag, ``(row, values, renorm bounds)`` of each of its entries, in order."""
+        x, r = self._entries()
+        rows = self.row_ids[self.row_of].tolist()
+        entries = list(zip(rows, x.tolist(), r.tolist(), strict=True))
+        bags, at = [], 0
+        for k in self.lengths.tolist():
+            bags.append(entries[at : at + k])
+            at += k
+        return bags
+
+    def _tied_columns(self) -> list[int]:
+        """The columns in which some bag has more than one row that may hold its maximum."""
+        x, r = self._entries()
+        top, _ = self._max_forward(x, r)
+        at = top[self.bag_of]
+        count = self.lengths.shape[0]
+        index = self.bag_of[:, None].expand_as(x)
+        floor = torch.zeros(count, self.dim, dtype=torch.float64)
+        floor.scatter_reduce_(0, index, x - r, "amax", include_self=False)
+        nan = at.isnan()
+        exact = torch.where(nan, x.isnan(), x == at)
+        near = ~nan & (x != at) & (x + r >= floor[self.bag_of])
+        chosen = exact | near
+        # Distinct rows among each bag's candidates: the smallest and the largest differ.
+        big = self.row_ids.shape[0]
+        row = self.row_of[:, None].expand_as(x)
+        low = torch.full((count, self.dim), big, dtype=torch.int64)
+        low.scatter_reduce_(0, index, torch.where(chosen, row, torch.full_like(row, big)), "amin")
+        high = torch.full((count, self.dim), -1, dtype=torch.int64)
+        high.scatter_reduce_(0, index, torch.where(chosen, row, torch.full_like(row, -1)), "amax")
+        tied = ((high > low) & (high >= 0)).any(0)
+        # A NaN in x - r or x + r (an infinite row renormed) compares as nothing: search there.
+        unclear = (x - r).isnan().any(0) | (x + r).isnan().any(0)
+        return torch.nonzero(tied | unclear).reshape(-1).tolist()
+
+    def _max_candidates(self, d: int) -> list[tuple[list[int], int]]:
+        """Per bag, the distinct rows that may hold its maximum in column ``d``.
+
+        The exact maximizers come first, in the order of the bag (the first of them is
+        ``F.embedding_bag``'s choice), then the rows that the renorm's rounding may make the
+        maximum. With each list, the last exact maximizer (a scatter kernel's choice); an
+        empty bag gives ``([], -1)``.
+        """
+        result: list[tuple[list[int], int]] = []
+        for bag in self._bag_lists:
+            entries = [(v, x[d], r[d]) for v, x, r in bag]
+            if not entries:
+                result.append(([], -1))
+                continue
+            if any(math.isnan(x) for _, x, _ in entries):
+                exact = [v for v, x, _ in entries if math.isnan(x)]
+                near: list[int] = []
+            else:
+                top = max(x for _, x, _ in entries)
+                floor = max(x - r for _, x, r in entries)
+                exact = [v for v, x, _ in entries if x == top]
+                near = [v for v, x, r in entries if x != top and x + r >= floor]
+            result.append((list(dict.fromkeys(exact + near)), exact[-1]))
+        return result
+
+    def max_grad_matching(
+        self, grad_output: torch.Tensor, actual: torch.Tensor
+    ) -> tuple[list[int], torch.Tensor, torch.Tensor]:
+        """Like [`max_grad_rows`][], under the tie assignment that explains ``actual``.
+
+        ``actual`` is the candidate's ``(R, D)`` gradient on the same rows. Starts from the
+        first-maximum assignment and, for each component of tied bags whose rows do not
+        match, searches for another assignment; the first one that matches replaces the
+        default. Components without a match keep the default, so that the comparison reports
+        them. Only the columns with ties are searched (found for all bags at once).
+        """
+        rows, grad, bound = self.max_grad_rows(grad_output)
+        position = {v: r for r, v in enumerate(rows)}
+        g = self._upstream(grad_output).tolist()
+        target_rows = actual.detach().to(device="cpu", dtype=torch.float64)
+        for d in self._tied_columns():
+            cands = self._max_candidates(d)
+            tied = [(g[b][d], c, last) for b, (c, last) in enumerate(cands) if len(c) > 1]
+            if not tied:
+                continue
+            fixed: dict[int, list[float]] = defaultdict(list)
+            for b, (c, _) in enumerate(cands):
+                if len(c) == 1:
+                    fixed[c[0]].append(g[b][d])
+            column = target_rows[:, d].tolist()
+            target = {v: column[position[v]] for v in rows}
+            for comp_rows, comp_bags in tie_components(tied):
+                if all(
+                    within(target[v], float(grad[position[v], d]), float(bound[position[v], d]))
+                    for v in comp_rows
+                ):
+                    continue
+                found = search_assignment(comp_rows, comp_bags, fixed, target, self.u, self.eta)
+                if found is None:
+                    continue
+                for v, (value, slack) in found.items():
+                    grad[position[v], d], bound[position[v], d] = value, slack
+        return rows, grad, bound

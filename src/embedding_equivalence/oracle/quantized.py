@@ -32,13 +32,9 @@ from typing import Any
 
 import torch
 
-from .._draw.cases import Call
-from ..forms.quantized import (
-    check_quantized_args,
-    check_scheme,
-    dequantize_rows_float64,
-)
+from ..forms.quantized import check_quantized_args, check_scheme, dequantize_rows_float64
 from .bounds import U64, subnormal_loss, unit_roundoff
+from .call import Call
 from .expected import ExpectedRows, Oracle
 
 __all__ = [
@@ -98,11 +94,7 @@ def quantized_output_bound(
 
 
 def quantization_error_bound(
-    weight: torch.Tensor,
-    scale: torch.Tensor,
-    scheme: str,
-    *,
-    compute: torch.dtype = COMPUTE_DTYPE,
+    weight: torch.Tensor, scale: torch.Tensor, scheme: str, *, compute: torch.dtype = COMPUTE_DTYPE
 ) -> torch.Tensor:
     """How far a correct round-to-nearest quantizer may move each element of ``weight``.
 

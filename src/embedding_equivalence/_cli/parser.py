@@ -1,0 +1,163 @@
+"""The console script's command line: its parser, the argument types and the defaults.
+
+[`build_parser`][] is the one description of ``embedding-equivalence``'s flags; a bad command
+line raises [`UsageError`][embedding_equivalence._cli.usage.UsageError] (exit status 2)
+instead of printing argparse's usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import NoReturn
+
+import torch
+
+from .. import __version__
+from ..forms.validation import int_at_least
+from .usage import UsageError
+
+__all__ = ["DEFAULT_CLI_EXAMPLES", "SIZE_FLAGS", "build_parser", "csv_list"]
+
+#: Examples per row of the default ``verify`` table (implementation x options x device x dtype).
+DEFAULT_CLI_EXAMPLES = 25
+
+#: The size knobs' flags, in the order of the verifiers' keywords (see ``main._sizes``).
+SIZE_FLAGS = ("--vocab-sizes", "--embedding-dims", "--num-ids")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def _size(value: str) -> int | tuple[int, int]:
+    """``N`` or an inclusive ``LO:HI`` range of positive ints."""
+    lo, sep, hi = value.partition(":")
+    try:
+        bounds = (int(lo), int(hi)) if sep else (int(lo), int(lo))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not N or LO:HI, e.g. 50257 or 1000:4000"
+        ) from None
+    if not 1 <= bounds[0] <= bounds[1]:
+        raise argparse.ArgumentTypeError(f"{value!r} must satisfy 1 <= LO <= HI")
+    return bounds if sep else bounds[0]
+
+
+def csv_list(value: str) -> list[str]:
+    """A comma-separated list, blanks dropped."""
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+_positive_int = int_at_least(1)
+_nonnegative_int = int_at_least(0)
+
+
+def build_parser() -> _Parser:
+    """The parser of ``embedding-equivalence`` and its subcommands ``verify`` and ``demo``."""
+    parser = _Parser(
+        prog="embedding-equivalence",
+        description="An embedding lookup and a one-hot matmul are the same function: "
+        "verify it, see it, measure it.",
+    )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"%(prog)s {__version__} (torch {torch.__version__})",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    v = sub.add_parser(
+        "verify",
+        help="verify the package's implementations, or your kernel, against the float64 oracle",
+        description="Verify the package's implementations, or your kernel, against the float64 "
+        "oracle: a table of cells, one per implementation x options x device x dtype.",
+        epilog="Seeds: a run has one seed (--seed, or drawn at random), printed with the "
+        "summary and in the JSON. Each cell verifies under its own seed: the first 4 bytes, "
+        "big-endian, of sha256('RUN_SEED/CELL'), CELL written as --only takes it; the JSON "
+        "records it as the row's seed. A failing cell prints the command that replays it: "
+        "embedding-equivalence verify --seed RUN_SEED --only CELL, with the run's other flags. "
+        "Boundaries: every verification begins with fixed boundary examples (the same under "
+        "every seed). With several dtypes, a first row of each implementation x options x "
+        "device runs them once for all its dtypes (they take turns) with one random example, "
+        "and the rows of one dtype run the random examples.",
+    )
+    v.add_argument(
+        "--candidate",
+        metavar="MODULE:FUNCTION",
+        help="check this function (F.embedding's signature; F.embedding_bag's with --bag)",
+    )
+    v.add_argument(
+        "--triton-interpret",
+        action="store_true",
+        help="run --candidate's Triton kernels on the CPU under Triton's interpreter: sets "
+        "TRITON_INTERPRET=1 before the candidate's module is imported (refused if triton was "
+        "imported without it)",
+    )
+    v.add_argument("--bag", action="store_true", help="embedding-bag implementations")
+    v.add_argument(
+        "--sharding",
+        choices=("vocab", "dim"),
+        help="verify sharded embeddings over torch.distributed: the package's forms or "
+        "--candidate, with the table split by rows (vocab) or columns (dim)",
+    )
+    v.add_argument(
+        "--world-size",
+        type=_positive_int,
+        help="ranks to start with --sharding (default 2; under torchrun, torchrun's)",
+    )
+    v.add_argument(
+        "--scheme",
+        metavar="SCHEME",
+        help="verify a quantized lookup (int8, uint4, float8_e4m3fn, float8_e5m2): the "
+        "package's, or --candidate with the signature (input, qweight, scale, zero_point)",
+    )
+    v.add_argument(
+        "--symmetric", action="store_true", help="with --scheme int8: tables without zero points"
+    )
+    v.add_argument("--options", type=csv_list, help="comma-separated options to exercise")
+    v.add_argument(
+        "--dtypes", type=csv_list, help="comma-separated: float32,float64,float16,bfloat16"
+    )
+    v.add_argument(
+        "--devices", type=csv_list, help="comma-separated devices (default: all present)"
+    )
+    v.add_argument(
+        "--max-examples",
+        type=_positive_int,
+        default=DEFAULT_CLI_EXAMPLES,
+        help=f"examples per table cell (default {DEFAULT_CLI_EXAMPLES})",
+    )
+    for flag, what in zip(SIZE_FLAGS, ("V", "D", "N, ids a call"), strict=True):
+        v.add_argument(
+            flag, type=_size, metavar="N|LO:HI", help=f"{what}: a value or a range (default: drawn)"
+        )
+    v.add_argument(
+        "--seed",
+        type=_nonnegative_int,
+        help="the run's seed, to replay a run (default: drawn at random; printed either way); "
+        "each cell verifies under its own seed, derived from it",
+    )
+    v.add_argument(
+        "--only",
+        metavar="IMPL/OPTIONS/DEVICE/DTYPE",
+        help="verify one cell (row) of the table, e.g. lookup_embedding/padding_idx/cpu/float32 "
+        "(OPTIONS and DTYPE comma-separated, - for no options; with --sharding, DTYPE may be "
+        "all); with the run's --seed it replays that cell: a failing cell prints the command",
+    )
+    v.add_argument("--forward-only", action="store_true", help="skip the gradient checks")
+    v.add_argument(
+        "--no-boundaries",
+        action="store_true",
+        help="skip the boundary phase (the fixed examples at sizes around powers of two, edge "
+        "shapes and bad input that run before the random ones)",
+    )
+    v.add_argument(
+        "--json",
+        nargs="?",
+        const="-",
+        metavar="PATH",
+        help="the results as JSON: alone on stdout (progress stays on stderr), or written to "
+        "PATH (- is stdout) beside the table",
+    )
+    sub.add_parser("demo", help="the worked example: seed 123, a 4x5 table, ids [2, 3, 1]")
+    return parser

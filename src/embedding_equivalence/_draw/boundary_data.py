@@ -1,0 +1,275 @@
+"""The data of the boundary phase, and the parts that every generator of it builds from.
+
+The largest size of each axis ([`LIMITS`][]), the sizes walked along it
+([`around_powers_of_two`][]), the fixed tables, inputs and seeds, the edges every lookup meets,
+and the parts shared by the generators of ``boundaries.py`` and ``distributed._boundaries``:
+the turns that dtypes, index dtypes and devices take, a size axis, bad input at its edges. A
+[`Boundary`][] is one example and where it stands. Nothing here draws: the phase is the same
+under every seed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..forms.dtypes import dtype_name
+from ..forms.options import EXCLUSIVE_OPTIONS
+from .cases import EmbeddingCase
+from .recipes import IdsRecipe, IdsRun, WeightRecipe
+
+__all__ = ["LIMITS", "RENORM_ROWS", "Boundary", "around_powers_of_two", "option_sets"]
+
+#: The largest size of each axis, the sizes users run: ids in one call, width, rows, repeats
+#: of one id, ids in one bag, bags in one call and empty bags at each end of the bags.
+LIMITS: dict[str, int] = {
+    "N": 2**17,
+    "D": 2**13,
+    "V": 2**24,
+    "repeats": 2**16,
+    # A bag of 2**16 ids, 2**17 bags of one id (N = 2**17), and 2**16 empty bags before and
+    # after two short ones: the bag oracle sums bags and rows over slices, in tenths of a second
+    # at these sizes.
+    "bag length": 2**16,
+    "bags": 2**17,
+    "empty bags": 2**16,
+    # A quantized table draws a scale and a zero point for every row: 2**24 rows take 5 s.
+    "quantized V": 2**22,
+}
+#: Tables past this many elements are drawn in their own dtype (no float64 copy).
+NATIVE_ELEMENTS = 1 << 20
+#: Fixed seeds of the boundary tables and upstream gradients (the phase never draws).
+_TABLE_SEED = 20_240_531
+_GRAD_SEED = 7
+
+
+def around_powers_of_two(limit: int) -> tuple[int, ...]:
+    """``2**k - 1``, ``2**k`` and ``2**k + 1`` for every ``k``, from 1 up to ``limit``."""
+    values = {1}
+    k = 1
+    while (1 << k) - 1 <= limit:
+        values.update(x for x in ((1 << k) - 1, 1 << k, (1 << k) + 1) if x <= limit)
+        k += 1
+    return tuple(sorted(values))
+
+
+@dataclass(frozen=True)
+class Boundary:
+    """One boundary example: a case, and where it stands.
+
+    Attributes:
+        axis: ``"N"``, ``"D"``, ``"V"``, ``"repeats"``, ``"bag length"``, ``"bags"``,
+            ``"empty bags"`` for a size, or ``"edge"``, ``"options"``, ``"bad input"`` for a
+            named edge.
+        value: the size on a size axis (``None`` on a named edge).
+        what: the edge in words, e.g. ``"0-d ids"`` or ``"id -1"``.
+        case: the case to check.
+        make: rebuilds the case at another size of the same axis (bisection), or ``None``.
+    """
+
+    axis: str
+    value: int | None
+    what: str
+    case: Any
+    make: Callable[[int], Any] | None = None
+
+    @property
+    def label(self) -> str:
+        """``N = 1,025`` on a size axis, else the edge's description."""
+        return self.what if self.value is None else f"{self.axis} = {self.value:,}"
+
+
+def option_sets(
+    options: Sequence[str], exclusive: Sequence[tuple[str, str]] = EXCLUSIVE_OPTIONS
+) -> list[tuple]:
+    """Every non-empty combination of ``options``, but pairs that cannot be combined.
+
+    Args:
+        options: the requested options, in the order given.
+        exclusive: pairs never combined (``sparse`` with ``scale_grad_by_freq``: by default
+            ``EXCLUSIVE_OPTIONS``, the forms' table).
+
+    Returns:
+        The combinations, smallest first.
+    """
+    sets = []
+    for size in range(1, len(options) + 1):
+        for combo in itertools.combinations(options, size):
+            if any(a in combo and b in combo for a, b in exclusive):
+                continue
+            sets.append(combo)
+    return sets
+
+
+def _largest_set(
+    options: Sequence[str], exclusive: Sequence[tuple[str, str]] = EXCLUSIVE_OPTIONS
+) -> tuple:
+    """The requested options with the second of each exclusive pair left out."""
+    dropped = {b for a, b in exclusive if a in options and b in options}
+    return tuple(o for o in options if o not in dropped)
+
+
+#: The norms ``max_norm`` takes besides the default 2: the 1-norm, an odd power and the
+#: largest magnitude (a kernel that always takes the 2-norm fails each).
+_OTHER_NORMS = (1.0, 3.0, math.inf)
+
+
+def _lookup_kwargs(
+    options: Sequence[str], padding_row: int, norm_type: float = 2.0
+) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {}
+    if "padding_idx" in options:
+        kwargs["padding_idx"] = padding_row
+    if "max_norm" in options:
+        kwargs["max_norm"] = 1.0
+        kwargs["norm_type"] = norm_type
+    if "scale_grad_by_freq" in options:
+        kwargs["scale_grad_by_freq"] = True
+    if "sparse" in options:
+        kwargs["sparse"] = True
+    return kwargs
+
+
+def _table(
+    v: int, d: int, dtype: torch.dtype, device: str, layout: str = "contiguous"
+) -> WeightRecipe:
+    native = v * d > NATIVE_ELEMENTS
+    return WeightRecipe(v, d, dtype, device, _TABLE_SEED + v + d, (), layout, native)
+
+
+@dataclass(frozen=True)
+class _Turns:
+    """Who takes the next example's turn: the dtypes, index dtypes and devices in rotation."""
+
+    dtypes: tuple[torch.dtype, ...]
+    devices: tuple[str, ...]
+
+    def at(self, i: int) -> tuple[torch.dtype, torch.dtype, str]:
+        dtype = self.dtypes[i % len(self.dtypes)]
+        index = (torch.int64, torch.int32)[(i // len(self.dtypes)) % 2]
+        device = self.devices[(i // (2 * len(self.dtypes))) % len(self.devices)]
+        return dtype, index, device
+
+
+def _embedding(
+    runs: tuple[IdsRun, ...],
+    v: int,
+    d: int,
+    kwargs: dict[str, Any],
+    dtype: torch.dtype,
+    index: torch.dtype,
+    device: str,
+    *,
+    shape: tuple[int, ...] | None = None,
+    ids_layout: str = "contiguous",
+    table_layout: str = "contiguous",
+    invalid: str | None = None,
+) -> EmbeddingCase:
+    ids = IdsRecipe.from_runs(runs, shape, index, device, ids_layout)
+    table = _table(v, d, dtype, device, table_layout)
+    return EmbeddingCase(ids, table, kwargs, _GRAD_SEED, invalid)
+
+
+def _size_axis(
+    axis: str,
+    turns: _Turns | Callable[[int], tuple[Any, ...]],
+    make: Callable[..., Any],
+    values: Sequence[int] | None = None,
+) -> Iterator[Boundary]:
+    """One size axis: ``make(value, *turn)`` at each value (default: around the powers of two).
+
+    The ``i``-th example's turn is ``turns.at(i)``: its dtype, index dtype and device (a bag
+    generator passes a function of ``i`` that puts the mode first).
+    """
+    at = turns.at if isinstance(turns, _Turns) else turns
+    for i, value in enumerate(values if values is not None else around_powers_of_two(LIMITS[axis])):
+        turn = at(i)
+        yield Boundary(axis, value, "", make(value, *turn), lambda x, t=turn: make(x, *t))
+
+
+def _edges(
+    turns: _Turns, edges: Sequence[tuple[Any, ...]], make: Callable[..., Any]
+) -> Iterator[Boundary]:
+    """Each edge ``(what, *parts)`` in every dtype: ``make(*parts, dtype, index, device)``.
+
+    The index dtypes and devices take turns along the edges.
+    """
+    for i, (what, *parts) in enumerate(edges):
+        for j, dtype in enumerate(turns.dtypes):
+            _, index, device = turns.at(i + j)
+            case = make(*parts, dtype, index, device)
+            yield Boundary("edge", None, f"{what} ({dtype_name(dtype)})", case)
+
+
+#: The edges of the ids and of the table that every lookup meets, in every dtype: ``(what,
+#: ids, shape (None: 1-D), ids layout, table layout)``.
+_EDGES: tuple[tuple[str, tuple[IdsRun, ...], tuple[int, ...] | None, str, str], ...] = (
+    ("0-d ids", (IdsRun(2, 1),), (), "contiguous", "contiguous"),
+    ("empty ids", (), (0,), "contiguous", "contiguous"),
+    ("empty 2-d ids", (), (0, 3), "contiguous", "contiguous"),
+    ("2-d ids", (IdsRun(0, 6, 1, 3),), (2, 3), "contiguous", "contiguous"),
+    ("3-d ids", (IdsRun(0, 12, 2, 5),), (2, 2, 3), "contiguous", "contiguous"),
+    ("transposed ids", (IdsRun(0, 15, 1, 5),), (3, 5), "transposed", "contiguous"),
+    ("sliced ids", (IdsRun(4, 9, -1, 5),), None, "sliced", "contiguous"),
+    ("expanded ids", (IdsRun(3, 12, 0),), (4, 3), "expanded", "contiguous"),
+    ("transposed table", (IdsRun(0, 7, 3, 5),), None, "contiguous", "transposed"),
+    ("sliced table", (IdsRun(0, 7, 3, 5),), None, "contiguous", "sliced"),
+    ("offset table", (IdsRun(0, 7, 3, 5),), None, "contiguous", "offset"),
+)
+
+
+#: Rows of the table on the ``N`` axis: a prime, so that no block size divides the pattern;
+#: enough that no id repeats 256 times in 2**17 ids (at most 252), few enough that rows
+#: repeat and that a one-hot of 2**17 ids stays at 68 M entries.
+_N_ROWS = 521
+#: A short input with repeats over 3 rows, ids 2, 0, 0, 1, 0: the repeated row is the first
+#: in sorted order, where a backward that mixes up the counts of sorted groups goes wrong.
+_REPEATS = (IdsRun(2, 1), IdsRun(0, 2, 0), IdsRun(1, 1), IdsRun(0, 1))
+
+
+#: Rows past which the ``V`` axis runs without ``max_norm``: beyond them the oracle knows the
+#: table before the renorm by a digest of every row, a pass over the table before and after
+#: each call (seconds at 2**24 rows), and the renorm of large tables is
+#: ``verify_embedding(vocab_sizes=...)``'s.
+RENORM_ROWS = 1 << 22
+
+
+def _past_renorm_copies(options: Sequence[str], rows: int) -> tuple[str, ...]:
+    """``options`` without ``max_norm`` for tables past [`RENORM_ROWS`][]."""
+    return tuple(o for o in options if rows <= RENORM_ROWS or o != "max_norm")
+
+
+def _bad_lookups(
+    options: Sequence[str],
+    turns: _Turns,
+    make: Callable[[tuple[IdsRun, ...], int, dict[str, Any], torch.dtype, str], Any],
+) -> Iterator[Boundary]:
+    """Bad input at its edges, on the CPU only (on CUDA it is a device-side assert)."""
+    if "cpu" not in turns.devices:
+        return
+    v = 1  # the smallest table: a failure here is already minimal
+    for index in (torch.int64, torch.int32):
+        lowest = torch.iinfo(index).min
+        tail = 2**8 + 1  # a bad id in the last position, past a block of 256
+        bad_ids = [
+            (f"id -1 ({dtype_name(index)})", (IdsRun(-1, 1),), "negative id -1"),
+            (f"id V ({dtype_name(index)})", (IdsRun(v, 1),), f"id {v} >= V = {v}"),
+            (f"the most negative id ({dtype_name(index)})", (IdsRun(lowest, 1),),
+             f"negative id {lowest}"),
+            (f"id V in position {tail - 1} of {tail} ({dtype_name(index)})",
+             (IdsRun(0, tail - 1, 1, v), IdsRun(v, 1)), f"id {v} >= V = {v}"),
+        ]  # fmt: skip
+        for what, runs, why in bad_ids:
+            yield Boundary("bad input", None, what, make(runs, v, {}, index, why))
+    floating = make((IdsRun(0, 1), IdsRun(1, 1)), v, {}, torch.float32, "floating-point ids")
+    yield Boundary("bad input", None, "floating ids", floating)
+    if "padding_idx" in options:
+        for padding in (v, -v - 1):
+            why = f"padding_idx={padding} outside [-{v}, {v})"
+            case = make((IdsRun(0, 2),), v, {"padding_idx": padding}, torch.int64, why)
+            yield Boundary("bad input", None, f"padding_idx = {padding} with V = {v}", case)

@@ -1,0 +1,312 @@
+"""Replayable recipes for the tensors of a test case, and the Python that rebuilds them.
+
+A recipe holds only drawn values (ints, floats, names), never a tensor. ``build()`` makes the
+tensor and ``source()`` writes Python that makes the very same tensor, bit for bit, so that
+every counterexample is a runnable snippet. The helpers that write values as Python
+([`dtype_source`][], [`float_source`][], [`kwargs_source`][]) serve every snippet of the
+package. The cases made of recipes are in ``cases.py``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+__all__ = ["IdsRecipe", "IdsRun", "WeightRecipe", "dtype_source", "float_source", "kwargs_source"]
+
+#: Layouts of the weight: how the ``(V, D)`` view sits in its storage.
+WEIGHT_LAYOUTS = ("contiguous", "transposed", "sliced", "offset")
+#: Layouts of the ids.
+IDS_LAYOUTS = ("contiguous", "transposed", "sliced", "expanded")
+
+
+def dtype_source(dtype: torch.dtype) -> str:
+    """Python source naming ``dtype``, e.g. ``torch.float16``."""
+    return str(dtype)
+
+
+def float_source(x: float) -> str:
+    """Python source for a float that round-trips exactly (``inf``/``nan`` included)."""
+    if math.isnan(x):
+        return "float('nan')"
+    if math.isinf(x):
+        return "float('inf')" if x > 0 else "float('-inf')"
+    return repr(float(x))
+
+
+def _generator(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+@dataclass(frozen=True)
+class WeightRecipe:
+    """A ``(V, D)`` table: ``N(0, 1)`` float64 draws from a seeded generator, cast to ``dtype``.
+
+    Attributes:
+        num_embeddings: ``V``.
+        embedding_dim: ``D``.
+        dtype: floating dtype of the table.
+        device: device string, e.g. ``"cpu"``.
+        seed: seed of the ``torch.Generator`` that draws the values (on the CPU, in float64).
+        specials: ``(row, col, value)`` entries written after the draw (``inf``, ``nan``,
+            ``-0.0``, ...), in order.
+        layout: one of ``"contiguous"``, ``"transposed"`` (a ``.t()`` view of a ``(D, V)``
+            tensor), ``"sliced"`` (every other column of a ``(V, 2D)`` tensor) or ``"offset"``
+            (rows ``1..V`` of a ``(V + 1, D)`` tensor).
+        native: draw the values in ``dtype`` itself, uniformly in ``[-1, 1)``, rather than
+            ``N(0, 1)`` in float64 and cast: a large table (past 2**31 elements, say) is then
+            built without a float64 copy, at its own size and in a third of the time. The rows
+            stay distinguishable: each holds ``D`` independent draws.
+    """
+
+    num_embeddings: int
+    embedding_dim: int
+    dtype: torch.dtype = torch.float32
+    device: str = "cpu"
+    seed: int = 0
+    specials: tuple[tuple[int, int, float], ...] = ()
+    layout: str = "contiguous"
+    native: bool = False
+
+    def values(self) -> torch.Tensor:
+        """The table's values as a contiguous CPU tensor of ``dtype``."""
+        v, d = self.num_embeddings, self.embedding_dim
+        if self.native:
+            w = torch.empty(v, d, dtype=self.dtype).uniform_(-1, 1, generator=_generator(self.seed))
+        else:
+            w = torch.randn(v, d, generator=_generator(self.seed), dtype=torch.float64)
+            # A draw in (-3e-8, 0) underflows to -0.0 in float16; -0.0 + 0.0 == +0.0, so the
+            # only -0.0 entries are the drawn specials. (A native draw, -1 + 2 u, is never
+            # -0.0, and a large table is not passed over once more.)
+            w = w.to(self.dtype).add_(0.0)
+        for row, col, value in self.specials:
+            w[row, col] = value
+        return w
+
+    def build(self, requires_grad: bool = False) -> torch.Tensor:
+        """Make the tensor, on ``device`` and in ``layout``, by running [`source`][].
+
+        The snippet of a counterexample is then the very code that made the tensor.
+
+        Args:
+            requires_grad: make it a leaf that requires grad.
+
+        Returns:
+            The ``(V, D)`` table.
+        """
+        namespace: dict[str, Any] = {"torch": torch}
+        exec(self.source(), namespace)  # the snippet's own code: the same tensor by design
+        return namespace["weight"].requires_grad_(requires_grad)
+
+    def source(self, name: str = "weight") -> str:
+        """Python that rebuilds the tensor exactly (assumes ``import torch``)."""
+        v, d, dt = self.num_embeddings, self.embedding_dim, dtype_source(self.dtype)
+        generator = f"generator=torch.Generator().manual_seed({self.seed})"
+        if self.native:
+            lines = [f"{name} = torch.empty({v}, {d}, dtype={dt}).uniform_(-1, 1, {generator})"]
+        else:
+            lines = [
+                f"{name} = torch.randn({v}, {d}, dtype=torch.float64, {generator}).to({dt}) + 0.0"
+            ]
+        lines += [f"{name}[{r}, {c}] = {float_source(x)}" for r, c, x in self.specials]
+        if self.device != "cpu":
+            lines.append(f"{name} = {name}.to({self.device!r})")
+        dev = f", device={self.device!r}" if self.device != "cpu" else ""
+        if self.layout == "transposed":
+            lines.append(f"{name} = {name}.t().contiguous().t()  # strides (1, V)")
+        elif self.layout == "sliced":
+            lines.append(f"base = torch.zeros({v}, {2 * d}, dtype={dt}{dev})")
+            lines.append(f"base[:, ::2] = {name}")
+            lines.append(f"{name} = base[:, ::2]  # every other column: strides (2D, 2)")
+        elif self.layout == "offset":
+            lines.append(f"base = torch.zeros({v + 1}, {d}, dtype={dt}{dev})")
+            lines.append(f"base[1:] = {name}")
+            lines.append(f"{name} = base[1:]  # a view at storage offset D")
+        lines.append(f"{name}.requires_grad_(True)")
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class IdsRun:
+    """``count`` ids ``(start + step * i) % modulo`` for ``i`` in ``range(count)``.
+
+    A long input (a boundary example has up to 2**17 ids) is written as a few runs, so that
+    its snippet is a short expression rather than thousands of literals.
+
+    Attributes:
+        start: the first id.
+        count: how many ids.
+        step: the difference between neighbours.
+        modulo: wrap the ids into ``[0, modulo)``, or ``None``.
+    """
+
+    start: int
+    count: int
+    step: int = 1
+    modulo: int | None = None
+
+    def values(self) -> list[int]:
+        """The ids as Python ints."""
+        ids = [self.start + self.step * i for i in range(self.count)]
+        return ids if self.modulo is None else [i % self.modulo for i in ids]
+
+    def tensor(self, dtype: torch.dtype) -> torch.Tensor:
+        """The ids as a 1-D CPU tensor of ``dtype``."""
+        ids = torch.arange(self.count, dtype=torch.int64) * self.step + self.start
+        return (ids if self.modulo is None else ids % self.modulo).to(dtype)
+
+    def source(self) -> str:
+        """Python for the same ids as an int64 tensor."""
+        if self.count <= 8:
+            return f"torch.tensor({self.values()!r})"
+        text = f"torch.arange({self.count})"
+        if self.step != 1:
+            text += f" * {self.step}"
+        if self.start:
+            text += f" + {self.start}"
+        if self.modulo is not None:
+            text = f"({text}) % {self.modulo}" if " " in text else f"{text} % {self.modulo}"
+        return text
+
+
+def runs_of(values: Sequence[int], most: int = 4) -> tuple[IdsRun, ...] | None:
+    """``values`` as at most ``most`` arithmetic ``IdsRun``s, or ``None`` if it takes more."""
+    runs: list[IdsRun] = []
+    i = 0
+    while i < len(values):
+        step = values[i + 1] - values[i] if i + 1 < len(values) else 1
+        j = i + 1
+        while j < len(values) and values[j] - values[j - 1] == step:
+            j += 1
+        runs.append(IdsRun(values[i], j - i, step))
+        if len(runs) > most:
+            return None
+        i = j
+    return tuple(runs)
+
+
+def sequence_source(values: Sequence[int]) -> str:
+    """A 1-D int64 tensor of ``values`` as Python: a short expression when it is a few runs."""
+    runs = runs_of(values) if len(values) > 16 else None
+    return f"torch.tensor({list(values)!r})" if runs is None else _runs_source(runs)
+
+
+def _runs_source(runs: Sequence[IdsRun]) -> str:
+    """The ids of ``runs``, one after the other, as Python: an expression ready for ``.to()``."""
+    parts = [run.source() for run in runs]
+    if len(parts) == 1:
+        return f"({parts[0]})" if " " in parts[0] else parts[0]  # "torch.arange(n) % m"
+    return "torch.cat([" + ", ".join(parts) + "])"
+
+
+@dataclass(frozen=True)
+class IdsRecipe:
+    """Integer ids (or, for an invalid case, floats) given by their values and shape.
+
+    Attributes:
+        values: the ids in row-major order.
+        shape: the logical shape (``()`` for a 0-d tensor).
+        dtype: the dtype (int64 or int32 for valid cases).
+        device: device string.
+        layout: ``"contiguous"``, ``"transposed"`` (last two dims stored swapped),
+            ``"sliced"`` (every other element of a wider tensor) or ``"expanded"`` (a size-1
+            leading dim broadcast with stride 0; ``values`` then repeat).
+        runs: ``values`` as ``IdsRun``s (see ``from_runs``), so that the tensor and its
+            source are short expressions; empty for ids given by their values alone.
+    """
+
+    values: tuple[int, ...]
+    shape: tuple[int, ...]
+    dtype: torch.dtype = torch.int64
+    device: str = "cpu"
+    layout: str = "contiguous"
+    runs: tuple[IdsRun, ...] = field(default=(), compare=False, repr=False)
+
+    @classmethod
+    def from_runs(
+        cls,
+        runs: tuple[IdsRun, ...],
+        shape: tuple[int, ...] | None = None,
+        dtype: torch.dtype = torch.int64,
+        device: str = "cpu",
+        layout: str = "contiguous",
+    ) -> IdsRecipe:
+        """The ids of ``runs`` one after the other, in ``shape`` (default 1-D)."""
+        values = tuple(i for run in runs for i in run.values())
+        return cls(values, (len(values),) if shape is None else shape, dtype, device, layout, runs)
+
+    def _tensor(self) -> torch.Tensor:
+        if not self.runs:
+            return torch.tensor(self.values, dtype=self.dtype)
+        return torch.cat([run.tensor(self.dtype) for run in self.runs])
+
+    def build(self) -> torch.Tensor:
+        """Make the ids tensor on ``device`` in ``layout``."""
+        t = self._tensor().reshape(self.shape).to(self.device)
+        if self.layout == "contiguous" or len(self.shape) == 0:
+            return t
+        if self.layout == "transposed":
+            if len(self.shape) < 2:
+                return t
+            return t.transpose(-1, -2).contiguous().transpose(-1, -2)
+        if self.layout == "sliced":
+            base = torch.zeros((*self.shape[:-1], 2 * self.shape[-1]), dtype=self.dtype)
+            base = base.to(self.device)
+            base[..., ::2] = t
+            return base[..., ::2]
+        if self.layout == "expanded":
+            return t[:1].expand(self.shape) if self.shape[0] > 0 else t
+        raise ValueError(f"unknown ids layout {self.layout!r}")  # pragma: no cover
+
+    def source(self, name: str = "input") -> str:
+        """Python that rebuilds the tensor exactly (assumes ``import torch``)."""
+        dt = dtype_source(self.dtype)
+        shape = repr(tuple(self.shape))
+        dev = f".to({self.device!r})" if self.device != "cpu" else ""
+        if self.runs and len(self.values) > 16:  # long: a short expression, not literals
+            line = f"{name} = {_runs_source(self.runs)}.to({dt}).reshape({shape}){dev}"
+        else:
+            if self.dtype.is_floating_point:
+                vals = "[" + ", ".join(float_source(float(x)) for x in self.values) + "]"
+            else:
+                vals = repr(list(self.values))
+            line = f"{name} = torch.tensor({vals}, dtype={dt}).reshape({shape}){dev}"
+        if self.layout == "transposed" and len(self.shape) >= 2:
+            line += f"\n{name} = {name}.transpose(-1, -2).contiguous().transpose(-1, -2)"
+        elif self.layout == "sliced" and len(self.shape) >= 1:
+            wide = (*self.shape[:-1], 2 * self.shape[-1])
+            line += (
+                f"\nbase = torch.zeros({wide!r}, dtype={dt}){dev}\nbase[..., ::2] = {name}"
+                f"\n{name} = base[..., ::2]  # non-contiguous view"
+            )
+        elif self.layout == "expanded" and len(self.shape) >= 1 and self.shape[0] > 0:
+            line += f"\n{name} = {name}[:1].expand({shape})  # stride 0 in dim 0"
+        return line
+
+
+def _randn_source(
+    name: str, shape: tuple[int, ...], seed: int, dtype: torch.dtype, device: str
+) -> str:
+    dev = f".to({device!r})" if device != "cpu" else ""
+    return (
+        f"{name} = torch.randn({shape!r}, dtype=torch.float64, "
+        f"generator=torch.Generator().manual_seed({seed})).to({dtype_source(dtype)}){dev}"
+    )
+
+
+def _randn(shape: tuple[int, ...], seed: int, dtype: torch.dtype, device: str) -> torch.Tensor:
+    g = torch.randn(shape, generator=_generator(seed), dtype=torch.float64)
+    return g.to(dtype).to(device)
+
+
+def kwargs_source(kwargs: Mapping[str, Any]) -> str:
+    """Keyword arguments as Python source, e.g. ``, padding_idx=-1, max_norm=float('inf')``."""
+    parts = []
+    for key, value in kwargs.items():
+        text = float_source(value) if isinstance(value, float) else repr(value)
+        parts.append(f", {key}={text}")
+    return "".join(parts)

@@ -1,0 +1,133 @@
+"""How a candidate is named and found again: its qualified name, an import by name, compiled.
+
+[`import_reference`][] is the one reader of ``"module:qualname"`` references (the CLI's
+``--candidate``, the sharded verifier's string candidates and its ranks);
+[`why_not_importable`][] says why an object cannot be imported back by its own name;
+[`is_compiled`][] and [`compiled_source`][] recognise and rebuild ``torch.compile``'s
+wrappers.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable
+from typing import Any
+
+__all__ = [
+    "candidate_name",
+    "compiled_original",
+    "compiled_source",
+    "import_reference",
+    "is_compiled",
+    "short_name",
+    "why_not_importable",
+]
+
+
+def candidate_name(fn: Callable[..., Any]) -> str:
+    """``module.qualname`` of ``fn`` (its ``repr`` when it has neither), for reports.
+
+    A compiled candidate is named ``torch.compile(module.qualname)`` after what it wraps.
+    """
+    if is_compiled(fn):
+        return f"torch.compile({candidate_name(compiled_original(fn))})"
+    module = getattr(fn, "__module__", None) or ""
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    return f"{module}.{name}" if module else name
+
+
+def short_name(fn: Callable[..., Any]) -> str:
+    """``fn``'s qualified name without its module (its ``repr`` when it has no name)."""
+    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+
+
+def import_reference(reference: str) -> Any:
+    """The object that ``"module:qualname"`` names (``qualname`` may be dotted).
+
+    The one reader of such references: the CLI's ``--candidate``, the sharded verifier's
+    string candidates and its ranks, and the check that a candidate is importable by name.
+
+    Raises:
+        ValueError: a reference not of the form ``module:qualname``, a module that cannot be
+            imported, or a name the module does not have; the message says which.
+    """
+    module, sep, qualname = reference.partition(":")
+    if not sep or not module or not qualname:
+        raise ValueError("expected MODULE:FUNCTION, e.g. mypkg.kernels:embed")
+    try:
+        obj: Any = importlib.import_module(module)
+    except ImportError as exc:
+        raise ValueError(f"cannot import module {module!r} ({exc})") from None
+    for part in qualname.split("."):
+        if not hasattr(obj, part):
+            raise ValueError(f"module {module!r} has no {qualname!r}")
+        obj = getattr(obj, part)
+    return obj
+
+
+def why_not_importable(fn: Callable[..., Any]) -> str | None:
+    """``None`` if ``from module import qualname`` gives ``fn`` itself, else the reason."""
+    module = getattr(fn, "__module__", None)
+    qualname = getattr(fn, "__qualname__", None)
+    if not isinstance(module, str) or not isinstance(qualname, str):
+        return f"{fn!r} has no __module__ and __qualname__"
+    if module == "__main__":
+        return f"{qualname} is defined in the script being run (__main__)"
+    if "<lambda>" in qualname or "<locals>" in qualname:
+        return f"{module}.{qualname} is a lambda or is defined inside a function"
+    try:
+        obj = import_reference(f"{module}:{qualname}")
+    except Exception:  # any import-time error means: not importable by that name
+        return f"{module}.{qualname} cannot be imported"
+    if obj is not fn:
+        return (
+            f"importing {module}.{qualname} gives a different object (the candidate wraps it, "
+            f"or is a bound method or a partial)"
+        )
+    return None
+
+
+def is_compiled(fn: object) -> bool:
+    """Whether ``fn`` was made by ``torch.compile`` (a compiled function or module)."""
+    if "torch._dynamo" not in sys.modules:  # nothing was compiled without dynamo loaded
+        return False
+    from torch._dynamo.eval_frame import OptimizedModule
+
+    return isinstance(fn, OptimizedModule) or hasattr(fn, "_torchdynamo_orig_callable")
+
+
+def compiled_original(fn: object) -> Any:
+    """The function or module that ``torch.compile`` wrapped."""
+    from torch._dynamo.eval_frame import OptimizedModule
+
+    if isinstance(fn, OptimizedModule):
+        return fn._orig_mod
+    return getattr(fn, "_torchdynamo_orig_callable", None)
+
+
+def compiled_source(original_source: str | None, paste: str = "") -> str:
+    """Python that rebuilds a compiled candidate, or says plainly that it cannot.
+
+    Args:
+        original_source: lines that bind ``original`` to the function ``torch.compile`` wraps
+            (``from module import name as original`` when it imports as itself, its source
+            when it is a function of the script), else ``None``.
+        paste: when ``original_source`` is ``None``, comment lines that say why the wrapped
+            function cannot be rebuilt and what to paste where.
+
+    Returns:
+        Lines that bind ``candidate``.
+    """
+    note = (
+        "# The candidate was made by torch.compile. Its compile options are not recorded on "
+        "the compiled object:\n# this rebuilds it with torch.compile's defaults; pass yours "
+        "(backend, mode, dynamic, ...) if they differ."
+    )
+    if original_source is not None:
+        return f"{note}\n{original_source}\ncandidate = torch.compile(original)"
+    return (
+        f"{note}\n# The function it wraps cannot be imported by its qualified name either.\n"
+        + (f"{paste}\n" if paste else "")
+        + "candidate = torch.compile(...)  # the function or module under test"
+    )

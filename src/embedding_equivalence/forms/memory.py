@@ -1,0 +1,164 @@
+"""The memory a dense one-hot (or bag-count) matrix would take, refused before it is built.
+
+A dense matmul form multiplies an ``(N, V)`` one-hot (a bag form a ``(B, V)`` bag-count
+matrix) with the table. [`check_one_hot_fits`][] and [`check_multi_hot_fits`][] compare its
+size with the memory available on the device ([`available_memory_bytes`][]) and refuse it
+with [`OneHotTooLargeError`][], naming the size, before anything is allocated.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import torch
+
+__all__ = [
+    "OneHotTooLargeError",
+    "available_memory_bytes",
+    "check_multi_hot_fits",
+    "check_one_hot_fits",
+    "format_bytes",
+]
+
+
+class OneHotTooLargeError(MemoryError):
+    """A dense one-hot matrix would not fit in memory; raised before anything is allocated.
+
+    The message names the size of the one-hot and points to the forms that never build it
+    ([`lookup_embedding`][embedding_equivalence.lookup_embedding] and
+    [`sparse_matmul_embedding`][embedding_equivalence.sparse_matmul_embedding]).
+    """
+
+
+def format_bytes(n: float) -> str:
+    """Format a byte count with binary prefixes, e.g. ``12.0 GiB``.
+
+    Args:
+        n: number of bytes.
+
+    Returns:
+        A short human-readable string.
+    """
+    units = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB")
+    value = float(n)
+    for unit in units:
+        if abs(value) < 1024 or unit == units[-1]:
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+_BUDGET_ENV = "EMBEDDING_EQUIVALENCE_MAX_ONE_HOT_BYTES"
+
+
+@functools.lru_cache(maxsize=1)
+def _small_allocation_bytes() -> int:
+    """1/64 of the physical memory (read once): smaller one-hots need no memory check."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 64
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def available_memory_bytes(device: torch.device) -> int | None:
+    """Memory that a new allocation on ``device`` can use, or ``None`` when unknown.
+
+    CPU: ``MemAvailable`` of ``/proc/meminfo`` (else the physical pages reported by
+    ``sysconf``). CUDA: the free memory reported by ``torch.cuda.mem_get_info``. The
+    environment variable ``EMBEDDING_EQUIVALENCE_MAX_ONE_HOT_BYTES`` overrides both, which
+    lets tests and CI impose a smaller budget.
+
+    Args:
+        device: where the allocation would happen.
+
+    Returns:
+        A byte count, or ``None`` when nothing is known (e.g. the ``meta`` device).
+    """
+    override = os.environ.get(_BUDGET_ENV)
+    if override:
+        return int(override)
+    if device.type == "cpu":
+        try:
+            with open("/proc/meminfo", encoding="ascii") as f:
+                for line in f:
+                    if line.startswith("MemAvailable:"):
+                        return int(line.split()[1]) * 1024
+        except OSError:
+            pass
+        try:
+            return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            return None
+    if device.type == "cuda":
+        free, _total = torch.cuda.mem_get_info(device)
+        return int(free)
+    return None
+
+
+def _shortfall(
+    rows: int, num_embeddings: int, dtype: torch.dtype, device: torch.device
+) -> tuple[str, str] | None:
+    """``(needed, available)``, formatted, when a dense ``(rows, V)`` matrix cannot fit."""
+    needed = rows * num_embeddings * dtype.itemsize
+    if needed == 0:
+        return None
+    if needed <= _small_allocation_bytes() and not os.environ.get(_BUDGET_ENV):
+        return None  # far below the machine's memory: skip reading /proc/meminfo on every call
+    available = available_memory_bytes(device)
+    if available is None or needed <= available:
+        return None
+    return format_bytes(needed), format_bytes(available)
+
+
+def check_one_hot_fits(
+    num_ids: int, num_embeddings: int, dtype: torch.dtype, device: torch.device, fn: str
+) -> None:
+    """Refuse a dense ``(N, V)`` one-hot that cannot fit, before anything is allocated.
+
+    Args:
+        num_ids: ``N``, the number of ids (``input.numel()``).
+        num_embeddings: ``V``, the number of rows of the weight.
+        dtype: the dtype the one-hot would be built in (the weight's).
+        device: where it would be built.
+        fn: name of the calling function, for the message.
+
+    Raises:
+        OneHotTooLargeError: ``N * V * itemsize`` exceeds the memory available on ``device``.
+    """
+    short = _shortfall(num_ids, num_embeddings, dtype, device)
+    if short is not None:
+        raise OneHotTooLargeError(
+            f"{fn}: the dense one-hot matrix would take {short[0]} ({num_ids} ids x "
+            f"{num_embeddings} rows x {dtype.itemsize} bytes of {dtype}), more than the "
+            f"{short[1]} available on {device}; nothing was allocated. Use "
+            f"lookup_embedding(input, weight, ...) or sparse_matmul_embedding(input, weight, "
+            f"...), which never build the dense one-hot."
+        )
+
+
+def check_multi_hot_fits(
+    num_bags: int, num_embeddings: int, dtype: torch.dtype, device: torch.device, fn: str
+) -> None:
+    """Refuse a dense ``(B, V)`` bag-count matrix that cannot fit, before anything is allocated.
+
+    The same budget as [`check_one_hot_fits`][], with a message about bags.
+
+    Args:
+        num_bags: ``B``, the number of bags.
+        num_embeddings: ``V``, the number of rows of the weight.
+        dtype: the dtype the matrix would be built in (the weight's).
+        device: where it would be built.
+        fn: name of the calling function, for the message.
+
+    Raises:
+        OneHotTooLargeError: ``B * V * itemsize`` exceeds the memory available on ``device``.
+    """
+    short = _shortfall(num_bags, num_embeddings, dtype, device)
+    if short is not None:
+        raise OneHotTooLargeError(
+            f"{fn}: the dense bag-count (multi-hot) matrix would take {short[0]} ({num_bags} "
+            f"bags x {num_embeddings} rows x {dtype.itemsize} bytes of {dtype}), more than the "
+            f"{short[1]} available on {device}; nothing was allocated. Use "
+            f"lookup_embedding_bag(input, weight, offsets, ...), which never builds it."
+        )

@@ -490,12 +490,12 @@ def test_under_torchrun_a_hung_rank_is_reported_and_exits_with_its_stack(tmp_pat
 
 
 def _liveness(peers: list[tuple[str, str, int]], *, rank: int = 0) -> Any:
-    """A ``_Liveness`` of rank ``rank`` over ``peers`` (node, host, pid), with no store."""
-    from embedding_equivalence.distributed._torchrun import _Liveness, _Peer
+    """A ``Liveness`` of rank ``rank`` over ``peers`` (node, host, pid), with no store."""
+    from embedding_equivalence.distributed._liveness import Liveness, Peer
 
-    liveness = _Liveness.__new__(_Liveness)
+    liveness = Liveness.__new__(Liveness)
     liveness.rank = rank
-    liveness.peers = [_Peer(r, node, host, pid) for r, (node, host, pid) in enumerate(peers)]
+    liveness.peers = [Peer(r, node, host, pid) for r, (node, host, pid) in enumerate(peers)]
     liveness.me = liveness.peers[rank]
     liveness.store_lost = False
     now = time.monotonic()
@@ -504,7 +504,7 @@ def _liveness(peers: list[tuple[str, str, int]], *, rank: int = 0) -> Any:
 
 
 def test_a_rank_on_another_host_is_lost_when_its_beat_stops_for_the_limit() -> None:
-    from embedding_equivalence.distributed._torchrun import _LOST_AFTER
+    from embedding_equivalence.distributed._liveness import _LOST_AFTER
 
     me = os.getpid()
     liveness = _liveness(

@@ -17,7 +17,7 @@ Examples:
 
 from ._draw.sizes import large_table_sizes
 from ._engine.check import EquivalenceError
-from ._engine.report import VerificationReport
+from ._engine.report import BagRun, CompiledRun, QuantizedRun, ShardedRun, VerificationReport
 from ._engine.verify import verify_embedding, verify_embedding_bag, verify_quantized_embedding
 from .forms.bag import lookup_embedding_bag, matmul_embedding_bag
 from .forms.lookup import lookup_embedding
@@ -33,11 +33,15 @@ from .forms.quantized import (
 )
 
 __all__ = [
+    "BagRun",
+    "CompiledRun",
     "EquivalenceError",
     "MatmulEmbedding",
     "OneHotTooLargeError",
+    "QuantizedRun",
     "QuantizedTable",
     "SCHEMES",
+    "ShardedRun",
     "VerificationReport",
     "dequantize_rowwise",
     "embedding_to_linear",

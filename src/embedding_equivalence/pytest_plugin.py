@@ -39,10 +39,10 @@ from collections.abc import Mapping
 
 import pytest
 
+from ._cli.usage import int_at_least
 from ._draw.tensors import available_devices, supported_float_dtypes
 from ._engine.arguments import DEFAULT_MAX_EXAMPLES
 from .forms.dtypes import dtype_name
-from .forms.validation import int_at_least
 
 __all__ = [
     "DEVICES_ENV",

@@ -54,6 +54,7 @@ __all__ = [
     "print_table",
     "replay_command",
     "result_fields",
+    "result_row",
     "uses_rich",
     "write_failure",
     "write_json",
@@ -400,6 +401,24 @@ def result_fields(report: VerificationReport, cell: str, replay: str) -> dict[st
     from .._engine.report import report_fields
 
     return {**report_fields(report), "cell": cell, "replay": replay}
+
+
+def result_row(
+    report: VerificationReport, cell: str, run_seed: int, flags: Sequence[str], **columns: Any
+) -> dict[str, Any]:
+    """A row of a ``verify`` run: its columns, then its outcome and the command that replays it.
+
+    Args:
+        report: the cell's report.
+        cell: the cell's name.
+        run_seed: the run's seed.
+        flags: the run's flags that shape the cell, for [`replay_command`][].
+        **columns: the row's own fields, first (``implementation``, ``options``, ...).
+
+    Returns:
+        ``columns``, then [`result_fields`][].
+    """
+    return {**columns, **result_fields(report, cell, replay_command(run_seed, cell, flags))}
 
 
 def write_failure(

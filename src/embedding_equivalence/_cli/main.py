@@ -51,8 +51,7 @@ from .console import (
     draw_run_seed,
     emit_results,
     parse_cell,
-    replay_command,
-    result_fields,
+    result_row,
     write_title,
 )
 from .parser import DEFAULT_CLI_EXAMPLES, SIZE_FLAGS, build_parser, csv_list
@@ -265,14 +264,10 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 )
             except InvalidArgument as exc:  # a size that does not fit, refused before drawing
                 raise UsageError(str(exc)) from None
-            replay = replay_command(run_seed, cell, [*flags, *job.flags()])
-            row = {
-                "implementation": job.target.name,
-                "options": list(job.options),
-                "device": job.device,
-                "dtype": dtype_text,
-                **result_fields(report, cell, replay),
-            }
+            row = result_row(
+                report, cell, run_seed, [*flags, *job.flags()], implementation=job.target.name,
+                options=list(job.options), device=job.device, dtype=dtype_text,
+            )  # fmt: skip
             results.append(row)
             reports.append(report)
 

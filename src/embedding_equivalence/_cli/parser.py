@@ -13,8 +13,7 @@ from typing import NoReturn
 import torch
 
 from .. import __version__
-from ..forms.validation import int_at_least
-from .usage import UsageError
+from .usage import UsageError, int_at_least
 
 __all__ = ["DEFAULT_CLI_EXAMPLES", "SIZE_FLAGS", "build_parser", "csv_list"]
 

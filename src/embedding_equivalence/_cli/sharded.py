@@ -36,6 +36,7 @@ from ..distributed._group import (
 from ..distributed._torchrun import broken_group
 from ..distributed._verify import verify_sharded_embedding
 from ..distributed.forms import SHARDED_FORMS
+from ..forms.dtypes import dtype_name
 from ..forms.options import SHARDED_OPTIONS
 from .console import (
     Column,
@@ -44,19 +45,23 @@ from .console import (
     cell_seed,
     draw_run_seed,
     emit_results,
-    replay_command,
-    result_fields,
+    result_row,
 )
 from .usage import UsageError
 
 __all__ = ["run_sharded_verify"]
 
 
+def _launched() -> bool:
+    """Whether torchrun started this process: it describes the group in the environment."""
+    return all(k in os.environ for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))
+
+
 def _join_torchrun_group(device: str) -> bool:
     """Join the group torchrun describes in the environment; whether this process is in one."""
     if dist.is_initialized():
         return True
-    if not all(k in os.environ for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")):
+    if not _launched():
         return False
     backend = "nccl" if device == "cuda" else "gloo"
     # Joining waits for every rank to start (the start-up timeout); the seed's broadcast and
@@ -134,13 +139,12 @@ def run_sharded_verify(
                 f"{', '.join(dict.fromkeys(names))}"
             )
         rows = [next((name, fn, tuple(options or ())) for name, fn, _ in rows if name == only)]
-    launched = all(k in os.environ for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))
-    short = None if launched else gpus_short(world_size, device, None, "--world-size ")
+    short = None if _launched() else gpus_short(world_size, device, None, "--world-size ")
     if short is not None:
         raise UsageError(short)
     in_group = _join_torchrun_group(device)
     run_seed = _run_seed(seed, in_group)
-    dtype_names = ",".join(str(d).removeprefix("torch.") for d in dtypes or ()) or "all"
+    dtype_names = ",".join(dtype_name(d) for d in dtypes or ()) or "all"
     cells = [cell_name(name, opts, device, dtype_names) for name, _, opts in rows]
     speak = not in_group or dist.get_rank() == 0
     reports: list[VerificationReport] = []
@@ -198,12 +202,9 @@ def _row(
     """A row's fields, for the table and ``--json`` (the group is the report's ``sharded``)."""
     world = report.sharded.world_size if report.sharded is not None else 0
     flags = ["--sharding", sharding, "--world-size", str(world), *replay_flags]
-    return {
-        "implementation": name,
-        "options": list(opts),
-        "device": device,
-        **result_fields(report, cell, replay_command(run_seed, cell, flags)),
-    }
+    return result_row(
+        report, cell, run_seed, flags, implementation=name, options=list(opts), device=device
+    )
 
 
 #: The columns of the sharded results table after "result" (see ``emit_results``).

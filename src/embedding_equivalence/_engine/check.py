@@ -24,6 +24,7 @@ import dataclasses
 import math
 import random
 import traceback
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -47,6 +48,8 @@ __all__ = [
     "check_case",
     "judge",
     "preserved_global_state",
+    "quiet_replay",
+    "replay_fails",
     "run_in_process",
 ]
 
@@ -209,6 +212,18 @@ def preserved_global_state() -> Iterator[None]:
             torch.backends.cudnn.allow_tf32 = tf32_cudnn
             torch.set_float32_matmul_precision(precision)
             random.setstate(py_state)
+
+
+@contextlib.contextmanager
+def quiet_replay() -> Iterator[None]:
+    """Run a diagnosis's replay of a failing case: global state kept, warnings silent.
+
+    Grad mode is on inside: a caller under ``no_grad`` must not make a replayed output look
+    disconnected.
+    """
+    with preserved_global_state(), warnings.catch_warnings(), torch.enable_grad():
+        warnings.simplefilter("ignore")
+        yield
 
 
 # --- judging ----------------------------------------------------------------------------------
@@ -488,3 +503,24 @@ def _check_fresh_call(
     oracle = oracle_factory(dataclasses.replace(call, weight=before, grad_output=None))
     name = describe_call(candidate, call, weight=before)
     return check_call(candidate, call, oracle, repro, runner=runner, name=name)
+
+
+def replay_fails(
+    candidate: Callable[..., Any], case: CheckableCase, oracle: OracleFactory, backward: bool
+) -> bool | None:
+    """Whether ``candidate`` fails ``case`` in the engine, replayed in [`quiet_replay`][].
+
+    The one replay of a diagnosis (torch's own defects, the limits of Triton's interpreter).
+
+    Returns:
+        True when the checks fail, False when they pass, ``None`` when the replay itself
+        broke (the oracle or the case): no verdict.
+    """
+    try:
+        with quiet_replay():
+            check_case(candidate, case, oracle, backward=backward)
+    except EquivalenceError:
+        return True
+    except Exception:  # the oracle or the case broke: no verdict
+        return None
+    return False

@@ -33,7 +33,7 @@ def candidate_name(fn: Callable[..., Any]) -> str:
     if is_compiled(fn):
         return f"torch.compile({candidate_name(compiled_original(fn))})"
     module = getattr(fn, "__module__", None) or ""
-    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    name = short_name(fn)
     return f"{module}.{name}" if module else name
 
 

@@ -1,10 +1,13 @@
 """The verifiers' report: typed fields, one record per kind of run, and one renderer.
 
 Every verifier fills the same fields of [`VerificationReport`][]; what only one kind of run
-has lives in a record of its own ([`CompiledRun`][], [`ShardedRun`][], [`QuantizedRun`][],
-[`BagRun`][]), ``None`` for the other kinds. The fields hold plain values (a scheme is its
-name, a time is seconds); the text, the CLI's table row and the JSON are made here, once:
-[`render_text`][], [`report_fields`][].
+has lives in a record of its own (the public
+[`CompiledRun`][embedding_equivalence.CompiledRun],
+[`ShardedRun`][embedding_equivalence.ShardedRun],
+[`QuantizedRun`][embedding_equivalence.QuantizedRun] and
+[`BagRun`][embedding_equivalence.BagRun]), ``None`` for the other kinds. The fields hold
+plain values (a scheme is its name, a time is seconds); the text, the CLI's table row and the
+JSON are made here, once: [`render_text`][], [`report_fields`][].
 """
 
 from __future__ import annotations
@@ -126,10 +129,14 @@ class VerificationReport:
             counterexample" on the Verify page); ``None`` otherwise.
         interpreter_limit: for a failure that only Triton's interpreter causes (a dtype or an
             operation it cannot run), the limit's id; ``None`` otherwise.
-        compiled: for a ``torch.compile``d candidate, its [`CompiledRun`][]; else ``None``.
-        sharded: for a sharded run, its [`ShardedRun`][]; else ``None``.
-        quantized: for a quantized table, its [`QuantizedRun`][]; else ``None``.
-        bag: for ``F.embedding_bag``, its [`BagRun`][]; else ``None``.
+        compiled: for a ``torch.compile``d candidate, its
+            [`CompiledRun`][embedding_equivalence.CompiledRun]; else ``None``.
+        sharded: for a sharded run, its [`ShardedRun`][embedding_equivalence.ShardedRun];
+            else ``None``.
+        quantized: for a quantized table, its
+            [`QuantizedRun`][embedding_equivalence.QuantizedRun]; else ``None``.
+        bag: for ``F.embedding_bag``, its [`BagRun`][embedding_equivalence.BagRun]; else
+            ``None``.
     """
 
     candidate: str

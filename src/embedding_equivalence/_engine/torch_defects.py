@@ -27,7 +27,6 @@ on a torch that is not affected, whatever its ``affected`` field says.
 from __future__ import annotations
 
 import itertools
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -40,7 +39,7 @@ from ..forms.bag import bag_bounds
 from ..forms.validation import padding_row
 from ..oracle import BagOracle, EmbeddingOracle
 from ..oracle.embedding import referenced_rows
-from .check import EquivalenceError, OracleFactory, check_case, preserved_global_state
+from .check import OracleFactory, replay_fails
 
 __all__ = [
     "Case",
@@ -336,22 +335,6 @@ TORCH_DEFECTS: tuple[TorchDefect, ...] = (
 # --- the decision -----------------------------------------------------------------------------
 
 
-def _torch_fails(
-    fn: Callable[..., Any], case: Case, oracle: OracleFactory, backward: bool
-) -> bool | None:
-    """Whether ``fn`` fails ``case`` in the engine; ``None`` when the replay itself broke."""
-    try:
-        # Grad mode on: a caller under no_grad must not make torch's output look disconnected.
-        with preserved_global_state(), warnings.catch_warnings(), torch.enable_grad():
-            warnings.simplefilter("ignore")
-            check_case(fn, case, oracle, backward=backward)
-    except EquivalenceError:
-        return True
-    except Exception:  # the oracle or the case broke: no verdict on torch
-        return None
-    return False
-
-
 def torch_defect_behind(
     case: EmbeddingCase | EmbeddingBagCase, backward: bool
 ) -> TorchDefect | None:
@@ -376,7 +359,7 @@ def torch_defect_behind(
         kind, fn, oracle = "embedding", F.embedding, EmbeddingOracle.for_call
     else:
         return None
-    if not _torch_fails(fn, case, oracle, backward):
+    if not replay_fails(fn, case, oracle, backward):
         return None
     for defect in TORCH_DEFECTS:
         if defect.kind != kind:

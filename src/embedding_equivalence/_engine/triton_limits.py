@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,8 +33,8 @@ from .check import (
     CheckableCase,
     EquivalenceError,
     OracleFactory,
-    check_case,
-    preserved_global_state,
+    quiet_replay,
+    replay_fails,
     run_in_process,
 )
 from .triton import INTERPRETER_ENV, interpreter_on, triton_version
@@ -119,8 +118,7 @@ def _interpreter_error(
         from triton.runtime.errors import InterpreterError
     except ImportError:  # pragma: no cover - a triton without the interpreter
         return None
-    with preserved_global_state(), warnings.catch_warnings(), torch.enable_grad():
-        warnings.simplefilter("ignore")
+    with quiet_replay():
         outcome = run_in_process(candidate, case.call(backward=backward))
     error = outcome.error
     return error if isinstance(error, InterpreterError) else None
@@ -133,15 +131,7 @@ def _passes_in_float32(
     if weight is None or not dataclasses.is_dataclass(case) or weight.dtype == torch.float32:
         return False
     wide = dataclasses.replace(case, weight=dataclasses.replace(weight, dtype=torch.float32))
-    try:
-        with preserved_global_state(), warnings.catch_warnings(), torch.enable_grad():
-            warnings.simplefilter("ignore")
-            check_case(candidate, wide, oracle, backward=backward)
-    except EquivalenceError:
-        return False
-    except Exception:  # the replay itself broke: no verdict
-        return False
-    return True
+    return replay_fails(candidate, wide, oracle, backward) is False  # None: no verdict
 
 
 def interpreter_limit_behind(

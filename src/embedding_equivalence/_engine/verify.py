@@ -86,7 +86,8 @@ def verify_embedding(
             [Boundary examples](../verify.md#boundary-examples).
 
     Returns:
-        A [`VerificationReport`][]; call ``.raise_for_failure()`` to turn a failure into
+        A [`VerificationReport`][embedding_equivalence.VerificationReport]; call
+        ``.raise_for_failure()`` to turn a failure into
         an exception.
 
     Raises:
@@ -189,7 +190,8 @@ def verify_embedding_bag(
             combination of the options with each mode), the same under every seed.
 
     Returns:
-        A [`VerificationReport`][] (``modes`` names the modes); call
+        A [`VerificationReport`][embedding_equivalence.VerificationReport] (its ``bag``
+        record names the modes); call
         ``.raise_for_failure()`` to turn a failure into an exception.
 
     Raises:
@@ -282,7 +284,8 @@ def verify_quantized_embedding(
             the same under every seed.
 
     Returns:
-        A [`VerificationReport`][]; ``scheme`` records the scheme.
+        A [`VerificationReport`][embedding_equivalence.VerificationReport]; its ``quantized``
+        record names the scheme.
 
     Raises:
         InvalidArgument: an unknown scheme, ``symmetric`` with a scheme other than

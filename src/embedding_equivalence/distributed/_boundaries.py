@@ -24,6 +24,7 @@ from .._draw.boundary_data import (
 )
 from .._draw.cases import EmbeddingCase
 from .._draw.recipes import IdsRun
+from ..forms.dtypes import dtype_name
 
 __all__ = [
     "SHARDED_LIMITS",
@@ -38,11 +39,6 @@ __all__ = [
 #: every rank builds the whole table, so the axes stop at a few thousand rows and 2**10
 #: columns; the sizes past them are ``verify_embedding``'s.
 SHARDED_LIMITS: dict[str, int] = {"V": 2**12, "D": 2**10}
-
-
-def _name(dtype: torch.dtype) -> str:
-    """How the messages name a dtype: ``"float32"``."""
-    return str(dtype).removeprefix("torch.")
 
 
 def around_world_multiples(world_size: int, limit: int, factor: int = 2) -> tuple[int, ...]:
@@ -170,7 +166,7 @@ def sharded_boundaries(
             kwargs = _lookup_kwargs(all_options, padding)
             case = _embedding(runs, small, small, kwargs, dtype, index, device, shape=ids_shape,
                               ids_layout=layout)  # fmt: skip
-            yield Boundary("edge", None, f"{what} ({shape}, {_name(dtype)})", case)
+            yield Boundary("edge", None, f"{what} ({shape}, {dtype_name(dtype)})", case)
     # Each combination of the options: the last rank's only row as a 0-d padding id, and the
     # shard edges with repeats, padding_idx=-1 (the last row).
     last = 2 * world - 1  # every rank 2 rows, the last one 1
@@ -184,7 +180,7 @@ def sharded_boundaries(
             case = _embedding(runs, v, small, _lookup_kwargs(combo, pad), dtype, index, device,
                               shape=ids_shape)  # fmt: skip
             ids = "a 0-d id" if ids_shape == () else "ids at the shard edges"
-            text = f"{', '.join(combo)} on {ids} (V = {v} over {world} ranks, {_name(dtype)})"
+            text = f"{', '.join(combo)} on {ids} (V = {v} over {world} ranks, {dtype_name(dtype)})"
             yield Boundary("options", None, text, case)
     if "cpu" in devices:
 
@@ -248,6 +244,7 @@ def sharded_boundaries_at_size(
         kwargs = _lookup_kwargs(all_options, _trailing_row(v, world))
         case = _embedding(_shard_edges(v, world), v, d, kwargs, dtype, index, device)
         what = (
-            f"ids at every shard edge of V = {v:,}, D = {d:,} over {world} ranks ({_name(dtype)})"
+            f"ids at every shard edge of V = {v:,}, D = {d:,} over {world} ranks "
+            f"({dtype_name(dtype)})"
         )
         yield Boundary("at size", None, what, case)

@@ -278,8 +278,9 @@ def verify_sharded_embedding(
             at every shard edge.
 
     Returns:
-        A [`VerificationReport`][embedding_equivalence.VerificationReport]; its ``sharding``,
-        ``world_size``, ``group_starts`` and ``startup_seconds`` describe the group.
+        A [`VerificationReport`][embedding_equivalence.VerificationReport]; its ``sharded``
+        record ([`ShardedRun`][embedding_equivalence.ShardedRun]: the sharding, the world size,
+        how often the group started and how long each start took) describes the group.
 
     Raises:
         InvalidArgument: a candidate the workers cannot import, an unknown sharding or option,

@@ -97,9 +97,14 @@ def available_memory_bytes(device: torch.device) -> int | None:
 
 
 def _shortfall(
-    rows: int, num_embeddings: int, dtype: torch.dtype, device: torch.device
-) -> tuple[str, str] | None:
-    """``(needed, available)``, formatted, when a dense ``(rows, V)`` matrix cannot fit."""
+    rows: int, what: str, num_embeddings: int, dtype: torch.dtype, device: torch.device
+) -> str | None:
+    """When a dense ``(rows, V)`` matrix cannot fit, its size and the memory there, in words.
+
+    ``what`` names the rows (``"ids"``, ``"bags"``) in the text, which reads ``12.0 GiB (N ids
+    x V rows x 4 bytes of torch.float32), more than the 8.0 GiB available on cpu; nothing was
+    allocated``.
+    """
     needed = rows * num_embeddings * dtype.itemsize
     if needed == 0:
         return None
@@ -108,7 +113,11 @@ def _shortfall(
     available = available_memory_bytes(device)
     if available is None or needed <= available:
         return None
-    return format_bytes(needed), format_bytes(available)
+    return (
+        f"{format_bytes(needed)} ({rows} {what} x {num_embeddings} rows x {dtype.itemsize} "
+        f"bytes of {dtype}), more than the {format_bytes(available)} available on {device}; "
+        f"nothing was allocated"
+    )
 
 
 def check_one_hot_fits(
@@ -126,14 +135,12 @@ def check_one_hot_fits(
     Raises:
         OneHotTooLargeError: ``N * V * itemsize`` exceeds the memory available on ``device``.
     """
-    short = _shortfall(num_ids, num_embeddings, dtype, device)
+    short = _shortfall(num_ids, "ids", num_embeddings, dtype, device)
     if short is not None:
         raise OneHotTooLargeError(
-            f"{fn}: the dense one-hot matrix would take {short[0]} ({num_ids} ids x "
-            f"{num_embeddings} rows x {dtype.itemsize} bytes of {dtype}), more than the "
-            f"{short[1]} available on {device}; nothing was allocated. Use "
-            f"lookup_embedding(input, weight, ...) or sparse_matmul_embedding(input, weight, "
-            f"...), which never build the dense one-hot."
+            f"{fn}: the dense one-hot matrix would take {short}. Use lookup_embedding(input, "
+            f"weight, ...) or sparse_matmul_embedding(input, weight, ...), which never build "
+            f"the dense one-hot."
         )
 
 
@@ -154,11 +161,9 @@ def check_multi_hot_fits(
     Raises:
         OneHotTooLargeError: ``B * V * itemsize`` exceeds the memory available on ``device``.
     """
-    short = _shortfall(num_bags, num_embeddings, dtype, device)
+    short = _shortfall(num_bags, "bags", num_embeddings, dtype, device)
     if short is not None:
         raise OneHotTooLargeError(
-            f"{fn}: the dense bag-count (multi-hot) matrix would take {short[0]} ({num_bags} "
-            f"bags x {num_embeddings} rows x {dtype.itemsize} bytes of {dtype}), more than the "
-            f"{short[1]} available on {device}; nothing was allocated. Use "
+            f"{fn}: the dense bag-count (multi-hot) matrix would take {short}. Use "
             f"lookup_embedding_bag(input, weight, offsets, ...), which never builds it."
         )

@@ -9,9 +9,8 @@ listed in ``dtypes.py``; the memory that a dense one-hot would take is checked i
 
 from __future__ import annotations
 
-import argparse
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -23,7 +22,6 @@ __all__ = [
     "check_embedding_args",
     "check_embedding_bag_args",
     "check_ids_in_range",
-    "int_at_least",
     "normalize_padding_idx",
     "padding_row",
 ]
@@ -441,28 +439,3 @@ def check_bag_sparse(sparse: bool, mode: str, scale_grad_by_freq: bool, fn: str)
             f"sparse backward does not implement it and would fail at backward()); pass "
             f"sparse=False"
         )
-
-
-def int_at_least(minimum: int) -> Callable[[str], int]:
-    """An argparse type: an integer (``1_000`` allowed) no smaller than ``minimum``.
-
-    The command lines' (``_cli``, the benchmark) and the pytest plugin's
-    ``--embedding-max-examples``: a bad value reads the same in each.
-
-    Args:
-        minimum: the smallest value accepted.
-
-    Returns:
-        The parser, which raises ``argparse.ArgumentTypeError`` naming the value.
-    """
-
-    def parse(value: str) -> int:
-        try:
-            n = int(value)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
-        if n < minimum:
-            raise argparse.ArgumentTypeError(f"{value!r} must be at least {minimum}")
-        return n
-
-    return parse

@@ -269,6 +269,7 @@ def test_bare_json_prints_only_json_on_stdout(
     assert "0 passed, 1 failed" in captured.err.splitlines()[-1]
 
 
+@pytest.mark.slow  # a fresh process; test_json_to_stdout_is_pure_json checks the same in process
 def test_bare_json_from_the_shell_prints_only_json(tmp_path: Path) -> None:
     argv = ["verify", "--json", "--candidate", "torch.nn.functional:embedding", "--forward-only"]
     proc = subprocess.run(

@@ -10,7 +10,6 @@ site is already built by the same strict command (CI builds it before the slow t
 
 from __future__ import annotations
 
-import collections
 import fcntl
 import html
 import json
@@ -803,7 +802,7 @@ def test_efficiency_page_shows_the_run_and_fits_its_tables(site: Path) -> None:
     _assert_tables_fit(measured, "efficiency/index.html, Measured")
 
 
-# --- results shared by the site's two builders --------------------------------------------------
+# --- the pages' slowest helpers, run beside mkdocs (warm_shared.py) ---------------------------
 
 
 def test_a_shared_result_runs_once_per_key_and_every_time_without_the_cache(
@@ -835,79 +834,25 @@ def test_a_shared_result_runs_once_per_key_and_every_time_without_the_cache(
     assert len(list((tmp_path / "cache").glob("h-*.json"))) == 2
 
 
-def test_a_shared_result_is_keyed_on_the_sources(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import shared_results
-
-    monkeypatch.setenv("EMBEDDING_DOCS_CACHE", str(tmp_path))
-    assert shared_results.shared("s", lambda: 1) == 1
-    monkeypatch.setattr(shared_results, "_sources_digest", lambda: "an edited package")
-    assert shared_results.shared("s", lambda: 2) == 2  # an edit runs the helper again
+# --- Zensical's build: mkdocs.yml without the plugin that runs the pages' code ----------------
 
 
-from markdown_exec._internal.formatters.python import _run_python as _PLAIN_RUNNER  # noqa: E402
+def test_zensical_builds_from_mkdocs_yml_without_markdown_exec_and_nothing_else() -> None:
+    import zensical_build
+
+    derived = zensical_build.derive((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    expected = _config()
+    expected["plugins"].remove("markdown-exec")
+    extensions = expected["markdown_extensions"]
+    relaxed = {"pymdownx.superfences": {"relaxed_headers": True}}  # exec fences as code blocks
+    extensions[extensions.index("pymdownx.superfences")] = relaxed
+    assert yaml.safe_load(derived) == expected
 
 
-def _builder(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """A fresh builder process's markdown-exec runner, with the pages' blocks shared."""
-    import shared_results
-    from markdown_exec._internal.formatters import python as runner
+def test_zensical_build_refuses_a_mkdocs_yml_whose_plugin_line_it_does_not_find() -> None:
+    import zensical_build
 
-    monkeypatch.setattr(runner, "_run_python", _PLAIN_RUNNER)  # restored after the test
-    monkeypatch.setattr(runner, "_sessions_globals", collections.defaultdict(dict))
-    monkeypatch.setattr(runner, "_sessions_counter", collections.defaultdict(int))
-    shared_results.share_page_blocks()
-    return runner
-
-
-def test_the_second_builder_reads_every_block_and_runs_a_session_when_it_must(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("EMBEDDING_DOCS_CACHE", str(tmp_path))
-    ran = tmp_path / "ran.txt"  # every block that really runs appends its name here
-
-    def mark(name: str) -> str:
-        return f"with open({str(ran)!r}, 'a') as ran:\n    ran.write('{name} ')\n"
-
-    blocks = [
-        (mark("one") + "x = 20\nprint(x + 1)", "s"),
-        (mark("two") + "print(x * 2, __name__)", "s"),
-        (mark("alone") + "print('no session')", None),
-    ]
-    first = _builder(monkeypatch)
-    outputs = [first._run_python(code, session=session) for code, session in blocks]
-    assert outputs == ["21\n", "40 _code_block_session_s_n2_\n", "no session\n"]
-    assert ran.read_text() == "one two alone "
-
-    second = _builder(monkeypatch)  # the other builder: every output is read, nothing runs
-    assert [second._run_python(code, session=session) for code, session in blocks] == outputs
-    assert ran.read_text() == "one two alone "
-
-    # A block that was not stored needs x: its session's earlier blocks run first, unseen.
-    third = _builder(monkeypatch)
-    assert third._run_python(blocks[0][0], session="s") == "21\n"
-    assert third._run_python("print(x + 3, __name__)", session="s") == (
-        "23 _code_block_session_s_n2_\n"
-    )
-    assert ran.read_text() == "one two alone one "
-
-
-def test_a_block_that_raises_is_not_stored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from markdown_exec._internal.formatters.base import ExecutionError
-
-    monkeypatch.setenv("EMBEDDING_DOCS_CACHE", str(tmp_path))
-    for _ in range(2):  # raises in each builder: a failing block fails every build
-        with pytest.raises(ExecutionError, match="ZeroDivisionError"):
-            _builder(monkeypatch)._run_python("print(1 / 0)")
-    assert not list(tmp_path.glob("block-*.json"))
-
-
-def test_without_the_cache_folder_the_builders_runner_is_left_alone(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from markdown_exec._internal.formatters import python as runner
-
-    monkeypatch.delenv("EMBEDDING_DOCS_CACHE", raising=False)
-    plain = runner._run_python
-    assert _builder(monkeypatch)._run_python is plain
+    config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    configured = config.replace("  - markdown-exec\n", "  - markdown-exec:\n      ansi: auto\n")
+    with pytest.raises(ValueError, match="markdown-exec"):
+        zensical_build.derive(configured)

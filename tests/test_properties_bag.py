@@ -679,8 +679,8 @@ def test_verify_embedding_bag_finds_the_torch_scale_grad_by_freq_bug() -> None:
     # Caught by the boundary phase's option examples: the repeated row 0 first in sorted order.
     assert "torch.tensor([2, 0, 0, 1, 0]" in report.counterexample
     assert report.boundary is not None
-    ours = ee.verify_embedding_bag(  # the package's own lookup passes the same examples
-        ee.lookup_embedding_bag, options=options, modes=modes, max_examples=40, seed=0
+    ours = ee.verify_embedding_bag(  # the package's own lookup passes the same boundary phase
+        ee.lookup_embedding_bag, options=options, modes=modes, max_examples=1, seed=0
     )
     assert ours.passed, str(ours)
 

@@ -21,13 +21,7 @@ import subprocess
 import sys
 import warnings
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
-
-if str(Path(__file__).resolve().parent) not in sys.path:  # loaded by path, as the tests do
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from shared_results import shared
 
 #: The table's size: ``V`` rows of ``D`` values.
 V, D = 3, 2
@@ -182,13 +176,8 @@ def measure_all() -> list[dict[str, Any] | None]:
 
     A column with ``then_triton`` also says what ``import triton`` did after its backend, in
     the same process (``result["then_triton"]``: ``"imports"``, ``"ends the process with
-    SIGABRT"``, ...; absent where Triton is not installed). Run once for both of CI's site
-    builders ([`shared`][shared_results.shared]).
+    SIGABRT"``, ...; absent where Triton is not installed).
     """
-    return shared("keras-backends", _measure_all)
-
-
-def _measure_all() -> list[dict[str, Any] | None]:
     children = [_run(column) for column in COLUMNS]
     results: list[dict[str, Any] | None] = []
     for column, child in zip(COLUMNS, children, strict=True):

@@ -1,4 +1,4 @@
-"""The page "Verify your own embedding": what its hidden blocks run, shared by CI's builders."""
+"""The page "Verify your own embedding": what its hidden blocks run (CI runs its demo early)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,10 @@
-"""Run the pages' shared helpers ahead of the site builders (``warm_shared.py`` in CI).
+"""Run the pages' slowest helpers beside ``mkdocs build`` (CI), on the core that it leaves free.
 
-CI starts this beside its first site builder (mkdocs), with the same ``EMBEDDING_DOCS_CACHE``:
-it runs the helpers that [`shared_results.shared`][] stores while the builder runs the pages
-before them. The builder that reaches a helper finds its result, or waits on its lock while
-this process finishes it, or runs it itself when this process has not started it yet; so the
-pages' code runs on both cores, once. A helper that fails here is only reported: the builder
-that reaches it runs it itself, and fails the build if it fails there too.
+CI starts this with the builder, both with the same empty ``EMBEDDING_DOCS_CACHE``: each result
+is stored by [`shared_results.shared`][], and the page that calls the helper reads it (or waits
+while it is finished, or runs it itself when this process has not reached it yet), so every
+helper runs once. A helper that fails here is only reported: the page that calls it runs it
+again, and fails the build if it fails there too.
 """
 
 from __future__ import annotations
@@ -32,11 +31,6 @@ WARM: list[tuple[str, str, tuple[str, ...]]] = [
     ("triton_page", "step", ("race",)),
     ("triton_page", "demo", ("cli without the switch",)),
     ("triton_page", "demo", ("cli",)),
-    ("triton_page", "step", ("limit",)),
-    ("triton_page", "step", ("bug",)),
-    ("triton_page", "step", ("cost",)),
-    ("triton_page", "step", ("verify",)),
-    ("keras_backends", "measure_all", ()),
 ]
 
 

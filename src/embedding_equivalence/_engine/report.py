@@ -301,17 +301,6 @@ def render_text(report: VerificationReport, *, repro: bool = True) -> str:
     return text
 
 
-def _plain(value: Any) -> Any:
-    """A record's value as JSON holds it: dtypes by name, tuples as lists."""
-    if isinstance(value, torch.dtype):
-        return dtype_name(value)
-    if isinstance(value, tuple | list):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
-
-
 def report_fields(report: VerificationReport) -> dict[str, Any]:
     """The report as the rows of ``verify --json`` hold it (schema [`JSON_SCHEMA`][]).
 
@@ -326,7 +315,7 @@ def report_fields(report: VerificationReport) -> dict[str, Any]:
     """
     worst = report.worst_error
     records = {
-        name: None if (rec := getattr(report, name)) is None else _plain(dataclasses.asdict(rec))
+        name: None if (rec := getattr(report, name)) is None else dataclasses.asdict(rec)
         for name in ("compiled", "sharded", "quantized", "bag")
     }
     return {

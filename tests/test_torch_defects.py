@@ -31,7 +31,7 @@ from embedding_equivalence._engine.check import (
     case_snippet,
     check_case,
 )
-from embedding_equivalence._engine.driver import Part, Verification, drive, with_invalid
+from embedding_equivalence._engine.driver import Part, Verification, drive
 from embedding_equivalence._engine.repro import candidate_source
 from embedding_equivalence._engine.torch_defects import (
     NOT_IN_TABLE,
@@ -408,7 +408,7 @@ def torch_bag_flat(
 
 def minimal_case(
     candidate: Callable[..., Any],
-    cases: st.SearchStrategy[Any],
+    part: Part,
     oracle: Callable[..., Any],
     options: tuple[str, ...],
     dtypes: tuple[torch.dtype, ...],
@@ -428,7 +428,7 @@ def minimal_case(
     args = resolve_arguments(
         "verify_embedding", candidate, options=options, dtypes=dtypes, devices=["cpu"], seed=seed
     )
-    part = Part(cases, snippet=recording)
+    part = dataclasses.replace(part, snippet=recording)
     report = drive(Verification(candidate, args, oracle, [lambda: part]))
     assert not report.passed
     assert report.counterexample == case_snippet(seen[-1], True, candidate_source(candidate))
@@ -471,7 +471,7 @@ def test_verify_embedding_bag_on_torch_names_the_defect(
         modes=(mode,), options=options, dtype=st.sampled_from(dtypes), device="cpu", invalid=True
     )
     report, case = minimal_case(
-        candidate, with_invalid(valid, invalid), BagOracle.for_call, options, dtypes, seed
+        candidate, Part(valid, invalid), BagOracle.for_call, options, dtypes, seed
     )
     assert (report.counterexample, report.failure) == (public.counterexample, public.failure)
     assert isinstance(case, EmbeddingBagCase)
@@ -491,7 +491,7 @@ def test_verify_embedding_on_torch_names_the_sparse_padding_defect() -> None:
         options=options, dtype=st.sampled_from(dtypes), device="cpu", invalid=True
     )
     report, case = minimal_case(
-        F.embedding, with_invalid(valid, invalid), EmbeddingOracle.for_call, options, dtypes, seed
+        F.embedding, Part(valid, invalid), EmbeddingOracle.for_call, options, dtypes, seed
     )
     assert (report.counterexample, report.failure) == (public.counterexample, public.failure)
     assert isinstance(case, EmbeddingCase)

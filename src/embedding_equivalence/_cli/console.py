@@ -47,7 +47,6 @@ __all__ = [
     "Table",
     "cell_name",
     "cell_seed",
-    "draw_run_seed",
     "emit_results",
     "is_terminal",
     "parse_cell",
@@ -361,13 +360,6 @@ def cell_seed(run_seed: int, cell: str) -> int:
     """
     digest = hashlib.sha256(f"{run_seed}/{cell}".encode()).digest()
     return int.from_bytes(digest[:4], "big")
-
-
-def draw_run_seed() -> int:
-    """A fresh run seed in ``[0, 2**32)``, for a run given no ``--seed``."""
-    from .._engine.arguments import draw_seed
-
-    return draw_seed()
 
 
 def replay_command(run_seed: int, cell: str, flags: Sequence[str]) -> str:

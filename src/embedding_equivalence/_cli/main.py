@@ -33,6 +33,7 @@ from hypothesis.errors import InvalidArgument
 
 from .._draw.strategies import QUANTIZED_SCALE_DTYPES
 from .._draw.tensors import available_devices, device_problem, dtypes_on, float_dtypes
+from .._engine.arguments import draw_seed
 from .._engine.names import import_reference
 from .._engine.report import JSON_SCHEMA, VerificationReport
 from .._engine.triton import switch_interpreter_on
@@ -48,7 +49,6 @@ from .console import (
     Progress,
     cell_name,
     cell_seed,
-    draw_run_seed,
     emit_results,
     parse_cell,
     result_row,
@@ -231,7 +231,7 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                     default = QUANTIZED_SCALE_DTYPES if args.scheme else None
                     dts = dtypes_on(dev, dtypes or default)
                     jobs += _cells(t, opts, dev, dts, args.max_examples, boundaries)
-    run_seed = args.seed if args.seed is not None else draw_run_seed()
+    run_seed = args.seed if args.seed is not None else draw_seed()
     flags = _replay_flags(args)
     results: list[dict[str, Any]] = []
     reports: list[VerificationReport] = []

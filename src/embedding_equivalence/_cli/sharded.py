@@ -26,6 +26,7 @@ from typing import Any, TextIO
 import torch
 import torch.distributed as dist
 
+from .._engine.arguments import draw_seed
 from .._engine.report import JSON_SCHEMA, VerificationReport
 from ..distributed._group import (
     DEFAULT_STARTUP_TIMEOUT,
@@ -43,7 +44,6 @@ from .console import (
     Progress,
     cell_name,
     cell_seed,
-    draw_run_seed,
     emit_results,
     result_row,
 )
@@ -182,7 +182,7 @@ def _run_seed(seed: int | None, in_group: bool) -> int:
     """The run's seed: ``seed``, or drawn at random (under torchrun, by rank 0 for all)."""
     if seed is not None:
         return seed
-    drawn: list[int | None] = [draw_run_seed()]
+    drawn: list[int | None] = [draw_seed()]
     if in_group:
         dist.broadcast_object_list(drawn, src=0)
     assert drawn[0] is not None

@@ -54,7 +54,7 @@ from .torch_defects import torch_defect_behind
 from .transforms import check_transforms
 from .triton_limits import interpreter_limit_note
 
-__all__ = ["Part", "Verification", "drive", "on_cpu", "with_invalid"]
+__all__ = ["Part", "Verification", "drive", "on_cpu"]
 
 
 @dataclass
@@ -62,8 +62,10 @@ class Part:
     """One Hypothesis run of a verification, with its share of the examples.
 
     Attributes:
-        cases: the strategy of cases
+        cases: the strategy of valid cases
             ([`CheckableCase`][embedding_equivalence._engine.check.CheckableCase]).
+        invalid: the strategy of calls the reference refuses, or ``None``; the driver draws
+            one example in five from it ([`with_invalid`][]).
         boundaries: the fixed boundary examples checked before the random ones.
         runner: how the candidate runs (the engine's first seam).
         snippet: how a failing case is written as a script.
@@ -74,6 +76,7 @@ class Part:
     """
 
     cases: st.SearchStrategy[Any]
+    invalid: st.SearchStrategy[Any] | None = None
     boundaries: Iterable[Boundary] = ()
     runner: Runner = run_in_process
     snippet: Snippet = case_snippet
@@ -237,7 +240,7 @@ def _run_part(verification: Verification, part: Part, budget: int) -> Verificati
         suppress_health_check=[HealthCheck(h) for h in HealthCheck],
         report_multiple_bugs=False,
     )
-    @given(part.cases)
+    @given(with_invalid(part.cases, part.invalid))
     def run(case: CheckableCase) -> None:
         if not state.failed:
             state.examples += 1

@@ -24,7 +24,7 @@ from ..forms.quantized import check_scheme
 from ..oracle import BagOracle, EmbeddingOracle
 from ..oracle.quantized import QuantizedOracle
 from .arguments import DEFAULT_MAX_EXAMPLES, resolve_arguments
-from .driver import Part, Verification, drive, on_cpu, with_invalid
+from .driver import Part, Verification, drive, on_cpu
 from .report import BagRun, QuantizedRun, VerificationReport
 
 __all__ = ["verify_embedding", "verify_embedding_bag", "verify_quantized_embedding"]
@@ -116,7 +116,8 @@ def verify_embedding(
 
     valid = cases(st.sampled_from(devs))
     part = Part(
-        with_invalid(valid, on_cpu(devs, lambda: cases("cpu", invalid=True))),
+        valid,
+        invalid=on_cpu(devs, lambda: cases("cpu", invalid=True)),
         boundaries=embedding_boundaries(opts, dts, devs),
     )
     return drive(Verification(candidate, args, EmbeddingOracle.for_call, [lambda: part]))
@@ -232,7 +233,7 @@ def verify_embedding_bag(
         applies = tuple(o for o in opts if option_applies(o, mode))
         valid = cases((mode,), applies, st.sampled_from(devs))
         phase = bag_boundaries(opts, mds, dts, devs) if i == 0 else ()
-        return lambda: Part(with_invalid(valid, invalid), boundaries=phase)
+        return lambda: Part(valid, invalid, boundaries=phase)
 
     parts = [part(i, mode) for i, mode in enumerate(mds)]
     return drive(Verification(candidate, args, BagOracle.for_call, parts, {"bag": BagRun(mds)}))
@@ -319,7 +320,8 @@ def verify_quantized_embedding(
         )  # fmt: skip
 
     part = Part(
-        with_invalid(cases(st.sampled_from(devs)), on_cpu(devs, lambda: cases("cpu", True))),
+        cases(st.sampled_from(devs)),
+        invalid=on_cpu(devs, lambda: cases("cpu", True)),
         boundaries=quantized_boundaries(scheme, symmetric, dts, devs),
     )
     record = QuantizedRun(scheme, symmetric)

@@ -29,7 +29,7 @@ from .._draw.sizes import SizeSpec
 from .._draw.tensors import available_devices
 from .._engine.arguments import DEFAULT_MAX_EXAMPLES, Arguments, resolve_arguments
 from .._engine.check import AbortRun, Outcome
-from .._engine.driver import Part, Verification, drive, with_invalid
+from .._engine.driver import Part, Verification, drive
 from .._engine.names import import_reference, why_not_importable
 from .._engine.report import ShardedRun, VerificationReport
 from ..oracle import EmbeddingOracle
@@ -371,7 +371,8 @@ def _part(
         return report
 
     return Part(
-        with_invalid(cases(), cases(invalid=True)),
+        cases(),
+        invalid=cases(invalid=True),
         boundaries=_boundaries(sharding, world, args.options, dts, device, at_size),
         runner=_GroupRunner(reference, sharding, group),
         snippet=sharded_snippet(sharding, world, device),

@@ -47,6 +47,7 @@ __all__ = [
     "check_call",
     "check_case",
     "judge",
+    "on_rank",
     "preserved_global_state",
     "quiet_replay",
     "replay_fails",
@@ -138,7 +139,8 @@ def _outcomes(result: Outcome | Sequence[Outcome]) -> list[Outcome]:
     return [result] if isinstance(result, Outcome) else list(result)
 
 
-def _on_rank(name: str, outcome: Outcome) -> str:
+def on_rank(name: str, outcome: Outcome) -> str:
+    """``name``, with the rank that reported ``outcome`` when it came from a process group."""
     return name if outcome.rank is None else f"{name} on rank {outcome.rank}"
 
 
@@ -395,7 +397,7 @@ def check_call(
     name = name or describe_call(candidate, call)
     worst = 0.0
     for outcome in _outcomes(runner(candidate, call)):
-        worst = max(worst, judge(outcome, call, oracle, _on_rank(name, outcome), repro))
+        worst = max(worst, judge(outcome, call, oracle, on_rank(name, outcome), repro))
     return worst
 
 
@@ -490,7 +492,7 @@ def _check_fresh_call(
             if outcome.stage == "forward":
                 continue
             raise EquivalenceError(
-                f"{_on_rank(describe_call(candidate, call), outcome)} returned a result, but "
+                f"{on_rank(describe_call(candidate, call), outcome)} returned a result, but "
                 f"the call is invalid ({case.invalid}) and the reference raises: bad input "
                 f"must be refused, not clamped, wrapped or read out of bounds",
                 repro,

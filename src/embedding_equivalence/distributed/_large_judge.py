@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from .._draw.recipes import dtype_source
-from .._engine.check import EquivalenceError, Outcome, judge
+from .._engine.check import EquivalenceError, Outcome, judge, on_rank
 from .._engine.repro import describe_call, format_float
 from ..oracle import EmbeddingOracle
 from ..oracle.call import Call
@@ -107,11 +107,10 @@ def judge_large(
     name = large_name(candidate, case, sharding)
     oracle = EmbeddingOracle.for_call(dataclasses.replace(call, weight=call.weight.detach()))
     for o in merged:
-        on = name if o.rank is None else f"{name} on rank {o.rank}"
         try:
-            judge(o, call, oracle, on, "")
+            judge(o, call, oracle, on_rank(name, o), "")
         except EquivalenceError as exc:
-            raise EquivalenceError(_global_message(str(exc), call.rows), "", exc.worst) from None
+            raise EquivalenceError(_global_message(exc.message, call.rows), "", exc.worst) from None
     moved = [o.moved for o in outcomes if isinstance(o, LargeOutcome) and o.moved is not None]
     if moved:
         row, _, was, now = min(moved)

@@ -1,9 +1,12 @@
 """Catch rates: how reliably, and how fast, the verifiers catch every planted bug, over seeds.
 
 Runs every mutant of the project's catalogues (``tests/mutants.py``, ``tests/bag_mutants.py``,
-``tests/quantized_mutants.py``, ``tests/sharded_mutants.py`` and the compiled mutants of
-``tests/mutants.py``) under seeds ``0 .. K - 1`` with each verifier's default settings (only
-the options, scheme or sharding that a mutant's bug needs), on one thread, and prints per
+``tests/quantized_mutants.py``, ``tests/sharded_mutants.py``, the compiled mutants of
+``tests/mutants.py``, as family ``value`` the value-range kernels of ``tests/value_mutants.py``
+and as family ``purity`` the kernels with side effects of ``tests/purity_mutants.py``, each
+under its own verifier) under seeds ``0 .. K - 1`` with each
+verifier's default settings (only the options, scheme or sharding that a mutant's bug needs),
+on one thread, and prints per
 mutant: how many seeds caught it, the rate, how many of those catches came from the boundary
 phase, the median examples and the median seconds to the report (shrinking included), and the
 slowest run; and the load average before and after (the seconds depend on it). A compiled
@@ -23,6 +26,7 @@ Usage::
 
     python benchmarks/catch_rates.py                               # every family, K = 30
     python benchmarks/catch_rates.py --seeds 5 --families embedding,bag
+    python benchmarks/catch_rates.py --families value             # the value boundaries
     python benchmarks/catch_rates.py --mutants grid_drops_partial_block --seeds 100
     python benchmarks/catch_rates.py --json docs/catch-rates.json  # the Verify page's table
 """
@@ -53,10 +57,12 @@ import embedding_equivalence as ee  # noqa: E402
 from bag_mutants import BAG_MUTANTS  # noqa: E402
 from embedding_equivalence.distributed import verify_sharded_embedding  # noqa: E402
 from mutants import LARGE_TABLE_MUTANTS, MUTANTS, compiled_mutants  # noqa: E402
+from purity_mutants import PURITY_MUTANTS  # noqa: E402
 from quantized_mutants import QUANTIZED_MUTANTS  # noqa: E402
 from sharded_mutants import EDGE_D, EDGE_V, SHARDED_LARGE_MUTANTS, SHARDED_MUTANTS  # noqa: E402
+from value_mutants import VALUE_BAG_MUTANTS, VALUE_MUTANTS, VALUE_QUANTIZED_MUTANTS  # noqa: E402
 
-FAMILIES = ("embedding", "bag", "quantized", "sharded", "compiled")
+FAMILIES = ("embedding", "bag", "quantized", "sharded", "compiled", "value", "purity")
 #: The sizes of the large-table run: the package's preset just past 2**31 elements, so the
 #: last rows' ``id * D`` leaves int32; float16 keeps the table at 4 GiB.
 _LARGE_V, _LARGE_D = ee.large_table_sizes(torch.float16)
@@ -75,7 +81,7 @@ class Entry:
 
     Attributes:
         family: the catalogue (``embedding``, ``bag``, ``quantized``, ``sharded``,
-            ``compiled`` or ``large``).
+            ``compiled``, ``value`` or ``large``).
         name: the mutant's name.
         bug: the first sentence of its description.
         needs: what its run asks for beyond the defaults (options, scheme, sharding, sizes).
@@ -100,27 +106,36 @@ def _options(options: tuple[str, ...]) -> str:
     return ", ".join(options)
 
 
+def _verifier_entries(
+    family: str, embedding: list[Any], bag: list[Any], quantized: list[Any]
+) -> Iterator[Entry]:
+    """The entries of catalogues of ``F.embedding``, bag and quantized kernels, as ``family``."""
+    for m in embedding:
+        yield Entry(
+            family, m.name, _first_sentence(m.fn.__doc__), _options(m.options),
+            lambda seed, m=m: ee.verify_embedding(
+                m.fn, options=m.options, backward=m.backward, seed=seed
+            ),
+        )  # fmt: skip
+    for m in bag:
+        yield Entry(
+            family, m.name, _first_sentence(m.doc), _options(m.options),
+            lambda seed, m=m: ee.verify_embedding_bag(m.fn, options=m.options, seed=seed),
+        )  # fmt: skip
+    for m in quantized:
+        yield Entry(
+            family, m.name, _first_sentence(m.doc), f"scheme={m.scheme}",
+            lambda seed, m=m: ee.verify_quantized_embedding(m.fn, scheme=m.scheme, seed=seed),
+        )  # fmt: skip
+
+
 def _entries(families: tuple[str, ...], large: bool) -> Iterator[Entry]:
     if "embedding" in families:
-        for m in MUTANTS:
-            yield Entry(
-                "embedding", m.name, _first_sentence(m.fn.__doc__), _options(m.options),
-                lambda seed, m=m: ee.verify_embedding(
-                    m.fn, options=m.options, backward=m.backward, seed=seed
-                ),
-            )  # fmt: skip
+        yield from _verifier_entries("embedding", MUTANTS, [], [])
     if "bag" in families:
-        for m in BAG_MUTANTS:
-            yield Entry(
-                "bag", m.name, _first_sentence(m.doc), _options(m.options),
-                lambda seed, m=m: ee.verify_embedding_bag(m.fn, options=m.options, seed=seed),
-            )  # fmt: skip
+        yield from _verifier_entries("bag", [], BAG_MUTANTS, [])
     if "quantized" in families:
-        for m in QUANTIZED_MUTANTS:
-            yield Entry(
-                "quantized", m.name, _first_sentence(m.doc), f"scheme={m.scheme}",
-                lambda seed, m=m: ee.verify_quantized_embedding(m.fn, scheme=m.scheme, seed=seed),
-            )  # fmt: skip
+        yield from _verifier_entries("quantized", [], [], list(QUANTIZED_MUTANTS))
     if "sharded" in families:
         for m in SHARDED_MUTANTS:
             needs = ", ".join(x for x in (f"sharding={m.sharding}", _options(m.options)) if x)
@@ -142,6 +157,30 @@ def _entries(families: tuple[str, ...], large: bool) -> Iterator[Entry]:
 
             original = getattr(m.fn, "_torchdynamo_orig_callable", m.fn)
             yield Entry("compiled", m.name, _first_sentence(original.__doc__), "", verify)
+    if "value" in families:
+        yield from _verifier_entries(
+            "value", VALUE_MUTANTS, VALUE_BAG_MUTANTS, VALUE_QUANTIZED_MUTANTS
+        )
+    if "purity" in families:
+        verifiers = {
+            "embedding": lambda m, seed: ee.verify_embedding(
+                m.fn, options=m.options, seed=seed, deterministic=m.deterministic
+            ),
+            "bag": lambda m, seed: ee.verify_embedding_bag(
+                m.fn, options=m.options, seed=seed, deterministic=m.deterministic
+            ),
+            "quantized": lambda m, seed: ee.verify_quantized_embedding(
+                m.fn, scheme="int8", seed=seed, deterministic=m.deterministic
+            ),
+        }
+        for m in PURITY_MUTANTS:
+            needs = ", ".join(
+                x for x in (_options(m.options), "deterministic" * m.deterministic) if x
+            )
+            yield Entry(
+                "purity", m.name, _first_sentence(m.fn.__doc__), needs,
+                lambda seed, m=m: verifiers[m.verifier](m, seed),
+            )  # fmt: skip
     if large:
         for m in LARGE_TABLE_MUTANTS:
             yield Entry(

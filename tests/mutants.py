@@ -90,6 +90,13 @@ def _refuse_bad_input(
         raise IndexError(f"id >= {num_embeddings}")
 
 
+def _rows(weight: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """``weight[ids]`` as a new tensor: indexing with a 0-d tensor gives a view of the table,
+    which the verifiers refuse (the output must own its memory), so that each mutant is caught
+    for its own bug."""
+    return weight[ids.reshape(-1)].reshape(*ids.shape, weight.shape[1])
+
+
 def _positive_padding(padding_idx: int | None, num_embeddings: int) -> int | None:
     if padding_idx is None or padding_idx >= 0:
         return padding_idx
@@ -173,7 +180,7 @@ def off_by_one_row(
     numbers start at 1, or a reserved ``<unk>`` row shifted away) and the ids were not.
     ``weight[-1]`` silently wraps to the last row, so nothing raises."""
     _refuse_bad_input(input, weight, padding_idx)
-    return weight[input.long() - 1]
+    return _rows(weight, input.long() - 1)
 
 
 def last_column_dropped(
@@ -239,7 +246,7 @@ def ids_cast_to_weight_dtype(
     integers exactly only up to 2048 and bfloat16 only up to 256, so large vocabularies
     look up the wrong rows (or overflow to ``inf``)."""
     _refuse_bad_input(input, weight, padding_idx)
-    return weight[input.to(weight.dtype).long()]
+    return _rows(weight, input.to(weight.dtype).long())
 
 
 def batch_flattened(
@@ -290,7 +297,7 @@ def assumes_contiguous_table(
     wrong for a transposed table (a tied ``lm_head.weight.T``) or a column slice."""
     _refuse_bad_input(input, weight, padding_idx)
     num_embeddings, dim = weight.shape
-    return torch.as_strided(weight, (num_embeddings, dim), (dim, 1))[input]
+    return _rows(torch.as_strided(weight, (num_embeddings, dim), (dim, 1)), input)
 
 
 def padding_row_zeroed_in_forward(
@@ -379,7 +386,7 @@ def out_of_range_ids_clamped(
     """Clamps ids into ``[0, V)`` "to avoid CUDA device-side asserts": a tokenizer/table size
     mismatch then trains on the wrong rows instead of failing loudly."""
     _refuse_bad_input(input, weight, padding_idx, lower=False, upper=False)
-    return weight[input.clamp(0, weight.shape[0] - 1)]
+    return _rows(weight, input.clamp(0, weight.shape[0] - 1))
 
 
 def negative_ids_wrap_around(
@@ -394,7 +401,7 @@ def negative_ids_wrap_around(
     """Checks only ``id < V`` and indexes with ``weight[input]``, so Python-style negative
     indexing turns id ``-1`` (a common "ignore" label) into the last row."""
     _refuse_bad_input(input, weight, padding_idx, lower=False)
-    return weight[input]
+    return _rows(weight, input)
 
 
 def table_detached(
@@ -409,7 +416,7 @@ def table_detached(
     """Gathers from ``weight.detach()`` (or ``weight.data``, or inside ``torch.no_grad()`` left
     over from an inference path): the values are right, but the table never trains."""
     _refuse_bad_input(input, weight, padding_idx)
-    return weight.detach()[input]
+    return _rows(weight.detach(), input)
 
 
 # --------------------------------------------------------------------------------------------

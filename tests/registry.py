@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from embedding_equivalence.forms import EMBEDDING_OPTIONS, Form, forms
-from embedding_equivalence.forms.renorm import prepare_product_call
+from embedding_equivalence.forms.renorm import prepare_product_call, stop_padding_grad
 
 __all__ = ["CROSS_CHECKS", "form_params", "index_select_embedding", "indexing_embedding"]
 
@@ -33,7 +33,9 @@ def index_select_embedding(
     """
     options = (padding_idx, max_norm, norm_type, scale_grad_by_freq)
     call = prepare_product_call(input, weight, options, "index_select_embedding")
-    return call.weight.index_select(0, call.flat).reshape(*input.shape, weight.shape[1])
+    rows = call.weight.index_select(0, call.flat)
+    rows = stop_padding_grad(rows, call.flat, call.padding, call.counts)
+    return rows.reshape(*input.shape, weight.shape[1])
 
 
 def indexing_embedding(
@@ -50,7 +52,8 @@ def indexing_embedding(
     """
     options = (padding_idx, max_norm, norm_type, scale_grad_by_freq)
     call = prepare_product_call(input, weight, options, "indexing_embedding")
-    return call.weight[call.flat].reshape(*input.shape, weight.shape[1])
+    rows = stop_padding_grad(call.weight[call.flat], call.flat, call.padding, call.counts)
+    return rows.reshape(*input.shape, weight.shape[1])
 
 
 _NOT_SPARSE = tuple(o for o in EMBEDDING_OPTIONS if o != "sparse")

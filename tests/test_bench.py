@@ -25,7 +25,6 @@ from typing import Any
 import pytest
 import torch
 
-from embedding_equivalence._cli import console as _console
 from embedding_equivalence._cli import main as cli
 from embedding_equivalence.forms import registry
 
@@ -33,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))  # the package bench, as the script imports it
 
 import bench  # noqa: E402
-from bench import memory, report  # noqa: E402
+from bench import console, memory, report  # noqa: E402
 from bench.calibration import (  # noqa: E402
     GLIBC_MMAP_THRESHOLD_MAX,
     ROW_PRIMITIVES,
@@ -472,10 +471,47 @@ def test_a_terminal_gets_rich_tables(
     _, out, _ = tiny_run
     sweep = bench.SweepReport.from_json(json.loads((out / "bench.json").read_text("utf-8")))
     shown = FakeTerminal()
-    _console.print_table(shown, report.headline_table(sweep))
+    console.print_table(shown, report.headline_table(sweep))
     assert "V sweep at N=64, D=8" in shown.getvalue()
     assert "┃" in shown.getvalue()  # rich's table
     assert "\x1b[" in shown.getvalue()
+
+
+def test_a_sectioned_table_has_its_title_and_sections() -> None:
+    table = console.SectionedTable(["name", "n"], right=[1], title="title")
+    table.add_row("a", "1")
+    table.add_section()
+    table.add_row("long", "100")
+    assert table.plain() == "title\nname    n\n----  ---\na       1\n\nlong  100"
+    with pytest.raises(ValueError, match="1 cells for 2 columns"):
+        table.add_row("x")
+
+
+def test_a_sectioned_table_in_a_pipe_is_its_plain_text() -> None:
+    table = console.SectionedTable(["name", "n"], right=[1], title="title")
+    table.add_row("lookup_embedding", "3", style="bold red")
+    table.add_section()
+    table.add_row("matmul_embedding", "12")
+    shown = io.StringIO()
+    console.print_table(shown, table)
+    assert shown.getvalue() == table.plain() + "\n"
+
+
+def test_a_note_says_what_a_step_does_without_counting_one() -> None:
+    stream = io.StringIO()
+    with console.Progress("bench", 2, stream) as progress:
+        progress.step("first")
+        progress.note("starting")
+        progress.step("second")
+    lines = stream.getvalue().splitlines()
+    assert [line.split()[:2] for line in lines] == [
+        ["bench", "[1/2]"],
+        ["bench", "[1/2]"],
+        ["bench", "[2/2]"],
+        ["bench", "[2/2]"],
+    ]
+    assert lines[1].endswith("starting")
+    assert lines[3].endswith("done")
 
 
 def test_one_hot_that_cannot_fit_is_skipped_with_a_note(

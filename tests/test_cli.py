@@ -138,8 +138,8 @@ def test_buggy_candidate_exits_1_with_a_repro(
             ["verify", "--sharding", "vocab", "--only", "nothing/-/cpu/all"],
             "no implementation 'nothing' with --sharding vocab",
         ),
-        (["verify", "--candidate", "user_kernels:good", "--bag"], "or drop --bag"),
-        (["verify", "--candidate", "user_kernels:good", "--scheme", "int8"], "or drop --scheme"),
+        (["verify", "--candidate", "user_kernels:good", "--bag"], "drop --bag"),
+        (["verify", "--candidate", "user_kernels:good", "--scheme", "int8"], "drop --scheme"),
         (["verify", "--candidate", "user_kernels:good", "--options", "max_norm"], "'max_norm'"),
         (["verify", "--world-size", "2"], "--world-size goes with --sharding"),
         (["verify", "--json", "no_such_folder/out.json"], "does not exist"),
@@ -350,12 +350,11 @@ def test_the_rule_is_a_tty_without_ci(monkeypatch: pytest.MonkeyPatch) -> None:
     assert _console.is_terminal(FakeTerminal())
 
 
-def test_a_plain_table_aligns_its_columns_and_sections() -> None:
-    table = _console.Table(["name", "n"], right=[1], title="title")
+def test_a_plain_table_aligns_its_columns() -> None:
+    table = _console.Table(["name", "n"], right=[1])
     table.add_row("a", "1")
-    table.add_section()
     table.add_row("long", "100")
-    assert table.plain() == "title\nname    n\n----  ---\na       1\n\nlong  100"
+    assert table.plain() == "name    n\n----  ---\na       1\nlong  100"
     with pytest.raises(ValueError, match="1 cells for 2 columns"):
         table.add_row("x")
 

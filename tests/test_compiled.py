@@ -55,10 +55,10 @@ def test_the_repro_rebuilds_the_compiled_candidate() -> None:
     namespace: dict[str, object] = {}
     with pytest.raises(AssertionError):  # the script's exact check fails, as it must
         exec(report.counterexample, namespace)  # replays compiled: the doubled rows come back
-    out, weight = namespace["out"], namespace["weight"]
-    assert isinstance(out, torch.Tensor)
+    candidate, weight = namespace["candidate"], namespace["weight"]
     assert isinstance(weight, torch.Tensor)
-    assert torch.equal(out, 2 * F.embedding(namespace["input"], weight))  # type: ignore[arg-type]
+    out = candidate(namespace["input"], weight.detach())  # type: ignore[operator]
+    assert torch.equal(out, 2 * F.embedding(namespace["input"], weight.detach()))  # type: ignore[arg-type]
 
 
 @pytest.mark.slow  # a graph for each of the boundary examples' shapes and options
@@ -129,3 +129,14 @@ def test_compiled_bag_counts_are_summed_over_the_modes(examples: int) -> None:
     assert report.bag.modes == ("sum", "mean", "max")
     assert report.compiled is not None
     assert report.compiled.examples + report.compiled.eager_fallbacks == examples
+
+
+@pytest.mark.slow  # inductor compiles torch's own function to replay the failing case
+def test_a_failure_that_inductor_shares_names_torch() -> None:
+    """``torch.compile(F.embedding)`` passes, or fails only where inductor's own compilation of
+    ``F.embedding`` fails the same minimal case, and the report then says it is torch's."""
+    torch._dynamo.reset()
+    report = ee.verify_embedding(torch.compile(F.embedding), seed=0)
+    if not report.passed:
+        assert report.torch_defect is not None, str(report)
+        assert "fails this case too: this is a torch defect, not your kernel's" in str(report)

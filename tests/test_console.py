@@ -29,9 +29,8 @@ class FakeTerminal(io.StringIO):
 
 
 def _table() -> _console.Table:
-    table = _console.Table(["name", "n"], right=[1], title="title")
+    table = _console.Table(["name", "n"], right=[1])
     table.add_row("lookup_embedding", "3", style="bold red")
-    table.add_section()
     table.add_row("matmul_embedding", "12")
     return table
 
@@ -58,20 +57,18 @@ def test_a_terminal_without_rich_gets_a_line_per_step_and_plain_titles() -> None
     terminal = FakeTerminal()
     with _console.Progress("verify", 2, terminal) as progress:
         progress.step("first cell")
-        progress.note("shrinking")
         progress.step("second cell")
     _console.write_title(terminal, "FAILED a/b/c/d")
     lines = terminal.getvalue().splitlines()
-    assert [line.split()[:2] for line in lines[:4]] == [
-        ["verify", "[1/2]"],
+    assert [line.split()[:2] for line in lines[:3]] == [
         ["verify", "[1/2]"],
         ["verify", "[2/2]"],
         ["verify", "[2/2]"],
     ]
     assert lines[0].endswith("first cell")
-    assert lines[1].endswith("shrinking")
-    assert lines[3].endswith("done")
-    assert lines[4] == "FAILED a/b/c/d"
+    assert lines[1].endswith("second cell")
+    assert lines[2].endswith("done")
+    assert lines[3] == "FAILED a/b/c/d"
     assert "\x1b[" not in terminal.getvalue()
 
 

@@ -2,14 +2,14 @@
 
 Starting worker processes takes about 2 s at world size 2 on an idle machine (many times that
 under load), so the verifications that leave their ranks healthy share them: the tests of
-``TestOnSharedRanks`` run inside ``shared_workers``, where each verification takes over the
-ranks that the previous one left running, as PyTorch's ``MultiProcContinousTest`` shares one
-group among its tests. The fast tier runs one form at a small budget and one sharded mutant
-there; the slow tier (``-m slow``) adds the package's forms at world sizes 2 and 3, the whole
-catalogue of buggy sharded kernels, the three failure modes of sharded code (a rank that raises,
-hangs or dies, each on a group of its own) and a run under ``torchrun``. An autouse fixture
-checks after every test that no worker was left behind but the shared ones, and the class's
-fixture that none is left once it ends.
+``TestOnSharedRanks`` run inside ``shared_workers`` (``tests/shared_ranks.py``), where each
+verification takes over the ranks that the previous one left running, as PyTorch's
+``MultiProcContinousTest`` shares one group among its tests. The fast tier runs one form at a
+small budget and one sharded mutant there; the slow tier (``-m slow``) adds the package's forms
+at world sizes 2 and 3, the whole catalogue of buggy sharded kernels, the three failure modes of
+sharded code (a rank that raises, hangs or dies, each on a group of its own) and a run under
+``torchrun``. An autouse fixture checks after every test that no worker was left behind but
+the shared ones, and the class's fixture that none is left once it ends.
 """
 
 from __future__ import annotations
@@ -32,16 +32,12 @@ from hypothesis.errors import InvalidArgument
 
 from embedding_equivalence.distributed import shard_range, verify_sharded_embedding
 from embedding_equivalence.distributed._boundaries import around_world_multiples, sharded_boundaries
-from embedding_equivalence.distributed._group import (
-    GroupFailure,
-    WorkerGroup,
-    shared_pids,
-    shared_workers,
-)
+from embedding_equivalence.distributed._group import GroupFailure, WorkerGroup
 from embedding_equivalence.distributed._verify import sharded_embedding_cases
 from embedding_equivalence.oracle.call import Call
 from embedding_equivalence.strategies import supported_float_dtypes
 from sharded_mutants import SHARDED_MUTANTS, ShardedMutant
+from shared_ranks import running_pids, shared_pids, shared_workers
 
 TESTS = Path(__file__).resolve().parent
 ALL_OPTIONS = ("padding_idx", "max_norm", "scale_grad_by_freq")
@@ -204,12 +200,13 @@ class TestOnSharedRanks:
         reference = "embedding_equivalence.distributed:vocab_parallel_embedding"
         with WorkerGroup(2) as first:
             outcomes = first.run(reference, _call(3, [0, 2]), "vocab")
-            pids = first.pids
+            pids = running_pids(first)
         assert [o.error for o in outcomes] == [None, None]
         assert set(pids) <= set(shared_pids())  # closed in good health: kept running
         with WorkerGroup(2) as second:
             outcomes = second.run(reference, _call(5, [4, 1, 4]), "vocab")
-            assert (second.pids, second.starts, second.reuses) == (pids, 0, 1)
+            reuses = getattr(second, "reuses", 0)  # counted by shared_ranks
+            assert (running_pids(second), second.starts, reuses) == (pids, 0, 1)
         assert [o.error for o in outcomes] == [None, None]
         expected = torch.arange(10.0).reshape(5, 2)[[4, 1, 4]]
         assert all(torch.equal(o.output, expected) for o in outcomes)  # type: ignore[arg-type]
@@ -277,7 +274,7 @@ class TestOnSharedRanks:
     def test_a_group_that_failed_is_not_kept(self) -> None:
         with WorkerGroup(2) as group, pytest.raises(GroupFailure, match="rank 1 died"):
             group.run("sharded_candidates:dies_on_rank_1", _call(3, [0, 2]), "vocab")
-        assert group.pids == []
+        assert running_pids(group) == []
         if sys.platform.startswith("linux"):
             assert set(_workers()) == set(shared_pids())  # the failed ranks were ended
 
@@ -290,7 +287,7 @@ def test_start_up_has_its_own_timeout() -> None:
     message = r"did not connect while starting \(start-up timeout 0\.01 s\)"
     with pytest.raises(GroupFailure, match=message):
         group.start()
-    assert group.pids == []
+    assert running_pids(group) == []
 
 
 @pytest.mark.slow
@@ -298,7 +295,7 @@ def test_start_up_is_not_bounded_by_the_call_timeout() -> None:
     # A call timeout far below a start on a loaded machine: the ranks still join.
     with WorkerGroup(2, timeout=0.5) as group:
         group.start()
-        assert len(group.pids) == 2
+        assert len(running_pids(group)) == 2
         assert group.starts == 1
 
 

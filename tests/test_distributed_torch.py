@@ -16,8 +16,9 @@ import pytest
 import torch
 
 from embedding_equivalence.distributed import verify_sharded_embedding
-from embedding_equivalence.distributed._group import WorkerGroup, shared_workers
+from embedding_equivalence.distributed._group import WorkerGroup
 from embedding_equivalence.oracle.call import Call
+from shared_ranks import shared_workers
 
 pytestmark = pytest.mark.slow
 

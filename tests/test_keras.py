@@ -468,10 +468,13 @@ def test_minimal_negative_id() -> None:
         keras_accepts,
         settings=SEARCH,
     )
-    assert (case.num_embeddings, case.ids.values, case.ids.shape) == (1, (-1,), ())
+    # One id, -1, on a table of one row (0-d or of shape (1,): Hypothesis orders them by its
+    # choice sequence, which the strategy's structure decides).
+    assert (case.num_embeddings, case.ids.values) == (1, (-1,))
+    assert case.ids.shape in ((), (1,))
     ids, table = case.build(requires_grad=False)
     embedding, dense = keras_pair(table, "float32")
-    assert torch.equal(to_torch(embedding(to_backend(ids))), table[0])
+    assert torch.equal(to_torch(embedding(to_backend(ids))), table[0].expand(*ids.shape, -1))
     assert to_torch(dense(one_hot_input(ids, 1))).eq(0).all()
     with pytest.raises(IndexError):
         F.embedding(ids, table)

@@ -14,7 +14,9 @@ from __future__ import annotations
 import functools
 import math
 import re
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,11 +32,14 @@ from embedding_equivalence.forms.quantized import unpack_uint4
 from embedding_equivalence.oracle.bounds import unit_roundoff
 from embedding_equivalence.oracle.quantized import (
     QuantizedOracle,
-    quantization_error_bound,
     quantized_output_bound,
     rounds_to_inf,
 )
 from quantized_mutants import QUANTIZED_MUTANTS, QuantizedMutant, hand_written_quantized
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "docs" / "_scripts"))
+# The quantizer's bound checks quantizers (torchao's, the reference pair's): not the package's.
+from real_kernels.torchao_interop import quantization_error_bound
 
 SEED = 1
 
@@ -77,11 +82,14 @@ def test_verifier_catches_quantized_mutant(mutant: QuantizedMutant) -> None:
     assert snippet is not None
     assert f"from quantized_mutants import {mutant.name} as candidate" in snippet
     namespace: dict[str, Any] = {}
-    if mutant.name == "ids_clamped":  # the clamped call returns: the snippet runs through
-        exec(compile(snippet, mutant.name, "exec"), namespace)
+    if mutant.name == "ids_clamped":  # the clamped call returns, where it must raise
+        with pytest.raises(AssertionError, match="the call must raise"):
+            exec(compile(snippet, mutant.name, "exec"), namespace)
         return
-    exec(compile(snippet, mutant.name, "exec"), namespace)
-    # The snippet rebuilds the very tensors of the failure: the mutant's output differs there.
+    # The snippet's exact check fails while the bug is there...
+    with pytest.raises(ee.EquivalenceError):
+        exec(compile(snippet, mutant.name, "exec"), namespace)
+    # ... on the very tensors of the failure: the mutant's output differs there.
     table = ee.QuantizedTable(
         namespace["qweight"], namespace["scale"], namespace["zero_point"], mutant.scheme
     )
@@ -90,7 +98,8 @@ def test_verifier_catches_quantized_mutant(mutant: QuantizedMutant) -> None:
     )
     expected, bound = oracle.output()
     assert bound is not None
-    diff = (namespace["out"].double() - expected).abs()
+    out = mutant.fn(namespace["input"], *table[:3])
+    diff = (out.double() - expected).abs()
     assert bool((diff > bound).any())
 
 
@@ -196,6 +205,22 @@ def test_rounds_to_inf_is_torchs_own_rounding() -> None:
         edge = torch.tensor([top + ulp / 2, top + ulp / 2 * (1 - 2**-8)], dtype=torch.float64)
         assert rounds_to_inf(edge, dtype).tolist() == [True, False]
         assert edge.to(dtype).isinf().tolist() == [True, False]
+
+
+def test_float64_scales_are_judged() -> None:
+    # float64's largest value is 2**1024 (1 - 2**-53): log2 of it rounds to 1024.0, and
+    # 2.0**1024 overflowed (an OverflowError from every float64 run). Its threshold is inf.
+    top = float(torch.finfo(torch.float64).max)
+    edge = torch.tensor([math.inf, -math.inf, top, -top, 1e300], dtype=torch.float64)
+    assert rounds_to_inf(edge, torch.float64).tolist() == [True, True, False, False, False]
+    # A float64 run now judges its examples: it finds the float16 arithmetic.
+    (mutant,) = [m for m in QUANTIZED_MUTANTS if m.name == "computes_in_float16"]
+    report = ee.verify_quantized_embedding(
+        mutant.fn, scheme="int8", dtypes=[torch.float64], max_examples=5, seed=SEED
+    )
+    assert not report.passed
+    assert report.failure is not None
+    assert re.search(SYMPTOMS[mutant.name], report.failure, re.DOTALL), report.failure
 
 
 def test_float16_arithmetic_exceeds_the_bound_of_a_float32_output() -> None:
@@ -380,7 +405,8 @@ def test_tables_hold_constant_rows_and_rows_of_zeros() -> None:
 @given(ees.quantized_embedding_cases("uint4"))
 @settings(max_examples=30)
 def test_a_cases_snippet_rebuilds_its_tensors(case: ees.QuantizedEmbeddingCase) -> None:
-    namespace: dict[str, Any] = {"candidate": lambda *args: None}
+    # A right kernel: the snippet's exact check passes, and the snippet runs through.
+    namespace: dict[str, Any] = {"candidate": _package_lookup("uint4")}
     exec(case.source(), namespace)
     call = case.call()
     assert torch.equal(namespace["input"], call.input)

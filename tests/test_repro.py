@@ -105,8 +105,9 @@ def test_a_wrapped_candidate_fails_and_its_repro_does_not_import_the_wrapped_fun
     namespace: dict[str, Any] = {"fill_in": candidate}
     with pytest.raises(AssertionError):  # the repro's exact check fails: the bug is there
         exec(snippet, namespace)
-    out, weight = namespace["out"], namespace["weight"]
-    assert not torch.equal(out, F.embedding(namespace["input"], weight.detach()))
+    # The check runs first; the tensors it rebuilt show the bug.
+    input, weight = namespace["input"], namespace["weight"].detach()
+    assert not torch.equal(candidate(input, weight), F.embedding(input, weight))
 
 
 def test_a_nested_candidate_with_a_package_name_is_not_replayed_as_the_package_function() -> None:
@@ -161,11 +162,12 @@ def test_a_repro_asserts_while_the_bug_is_present_and_passes_once_it_is_fixed(
 
 
 def test_the_repro_of_a_bad_call_that_was_accepted_asserts() -> None:
-    report = ee.verify_embedding(lambda input, weight: weight[input], max_examples=1, seed=0)
+    wraps = lambda input, weight: weight[input].clone()  # noqa: E731
+    report = ee.verify_embedding(wraps, max_examples=1, seed=0)
     assert report.counterexample is not None
     assert "the call must raise" in report.counterexample
     snippet = report.counterexample.replace(
-        "candidate = ...  # the function under test", "candidate = lambda i, w: w[i]"
+        "candidate = ...  # the function under test", "candidate = lambda i, w: w[i].clone()"
     )
     with pytest.raises(AssertionError, match="the call must raise"):
         _replay(snippet)

@@ -167,7 +167,9 @@ def test_case_repro_rebuilds_the_exact_tensors(case: ees.EmbeddingCase) -> None:
 
     namespace: dict[str, Any] = {"candidate": record}
     exec(case.source("candidate"), namespace)
-    assert len(calls) == 2  # the call, then the script's exact check runs it again
+    # The call, then the script's exact check runs it again, and once more on the negated
+    # table (the purity check's second call), except where max_norm renorms the table.
+    assert len(calls) == (2 if "max_norm" in case.kwargs else 3)
     input, weight, kwargs = calls[0]
     ids, w = case.build()
     assert torch.equal(input, ids)

@@ -27,7 +27,7 @@ class _Lookup(torch.autograd.Function):
 
     @staticmethod
     def forward(weight: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-        return weight[ids]
+        return weight[ids].clone()  # a 0-d id would give a view of the table
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:

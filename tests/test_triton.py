@@ -101,10 +101,24 @@ def test_the_worked_kernel_passes_random_examples(kernels: ModuleType) -> None:
 
 @pytest.mark.slow
 def test_the_worked_kernel_passes_the_default_verification(kernels: ModuleType) -> None:
-    # Every dtype, the boundary phase and 100 random examples: what the docs page runs.
-    report = ee.verify_embedding(kernels.triton_embedding, options=("padding_idx",), seed=0)
+    # The boundary phase and 100 random examples in every dtype that the interpreter casts
+    # right: what the docs page runs. In bfloat16 the interpreter's limit is named instead.
+    dtypes = [torch.float32, torch.float64, torch.float16]
+    report = ee.verify_embedding(
+        kernels.triton_embedding, options=("padding_idx",), dtypes=dtypes, seed=0
+    )
     assert report.passed, str(report)
     assert report.boundary_examples > 200
+
+
+def test_bfloat16_subnormals_are_the_interpreters_limit(kernels: ModuleType) -> None:
+    report = ee.verify_embedding(
+        kernels.triton_embedding, options=("padding_idx",), dtypes=[torch.bfloat16],
+        max_examples=5, seed=0,
+    )  # fmt: skip
+    assert not report.passed  # not a pass
+    assert report.interpreter_limit == "bfloat16-subnormal-cast", str(report)
+    assert "The same call in float32 passes" in str(report)
 
 
 @pytest.mark.parametrize(
@@ -129,8 +143,9 @@ def test_mutants_are_caught_by_random_examples(
 @pytest.mark.slow
 def test_a_row_wider_than_one_block_is_caught_at_its_boundary(kernels: ModuleType) -> None:
     report = ee.verify_embedding(
-        kernels.one_block_embedding, options=("padding_idx",), max_examples=1, seed=0
-    )
+        kernels.one_block_embedding, options=("padding_idx",), max_examples=1, seed=0,
+        dtypes=[torch.float32, torch.float64, torch.float16],
+    )  # fmt: skip
     assert not report.passed
     assert report.boundary == "fails from D = 1,025; passes at 1,024", str(report)
 
@@ -305,13 +320,15 @@ def test_the_cli_runs_a_triton_candidate_under_the_interpreter() -> None:
 
 
 @pytest.mark.slow  # the console script in a fresh process
-def test_without_the_switch_a_cpu_launch_fails() -> None:
-    # What the flag is for: compiled kernels find no GPU on this machine.
+def test_without_the_switch_a_cpu_launch_is_a_usage_error() -> None:
+    # What the flag is for: compiled kernels find no GPU on this machine; the command says
+    # how to run it before any example.
     done = _cli(
         "--candidate", "triton_kernels:triton_embedding", "--dtypes", "float32",
         "--max-examples", "1", "--no-boundaries", "--seed", "0",
     )  # fmt: skip
-    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "--triton-interpret" in done.stderr
 
 
 @pytest.mark.slow  # the console script in a fresh process

@@ -76,7 +76,9 @@ def test_the_built_page_holds_the_results(tmp_path_factory: pytest.TempPathFacto
     assert "triton_kernels.triton_embedding: PASSED" in page
     assert "fails from D = 1,025; passes at 1,024" in page
     assert "interpreter_limit='atomic-dtype'" in page
-    assert "0 active drivers" in page  # the command line without --triton-interpret
+    assert "False bfloat16-subnormal-cast" in page  # the default run names the bfloat16 limit
+    assert "0 active drivers" in page  # the command line without --triton-interpret:
+    assert "on the command line: --triton-interpret" in page  # refused, with how to run it
     assert "triton_kernels.racy_embedding: PASSED" in page
 
 

@@ -15,7 +15,7 @@ import embedding_equivalence as ee
 
 
 def _negative_ids_wrap(input: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    return weight[input]  # Python-style wrap of -1 to the last row
+    return weight[input].clone()  # Python-style wrap of -1 to the last row
 
 
 def test_report_of_a_passing_candidate() -> None:

@@ -19,7 +19,7 @@ from typing import Any, NoReturn, TextIO
 
 import torch
 
-from embedding_equivalence._cli.console import Progress, print_table, write_json
+from embedding_equivalence._cli.console import Progress, write_json
 from embedding_equivalence._cli.usage import UsageError, int_at_least
 
 from .compare import (
@@ -30,6 +30,7 @@ from .compare import (
     format_targets,
     run_benchmark,
 )
+from .console import print_table
 from .machine import format_machine, load_average, machine_info
 from .plots import require_matplotlib
 from .report import format_calibration, headline_table, ratio_summary, sweep_table, write_outputs

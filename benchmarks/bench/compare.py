@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from embedding_equivalence._cli.console import Table
 from embedding_equivalence.forms import registry
 
+from .console import SectionedTable
 from .timing import (
     MODES,
     EmbedFn,
@@ -237,7 +237,7 @@ RATIO_NOTE = (
 )
 
 
-def comparison_table(measurements: Sequence[Measurement]) -> tuple[Table, list[str]]:
+def comparison_table(measurements: Sequence[Measurement]) -> tuple[SectionedTable, list[str]]:
     """The measurements as a table, one row per (V, implementation), and the errors.
 
     Columns: forward and forward+backward median in ms; on the row of a raw torch call, the
@@ -252,7 +252,7 @@ def comparison_table(measurements: Sequence[Measurement]) -> tuple[Table, list[s
         The table (one section per ``V``) and one line per failed case.
     """
     columns = ("V", "implementation", "fwd ms", "fwd+bwd ms", "form/raw fwd", "form/raw f+b")
-    table = Table(columns, right=(0, 2, 3, 4, 5))
+    table = SectionedTable(columns, right=(0, 2, 3, 4, 5))
     errors: list[str] = []
     names = list(dict.fromkeys(m.name for m in measurements))
     for vocab in dict.fromkeys(m.vocab for m in measurements):

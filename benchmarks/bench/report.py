@@ -15,10 +15,10 @@ import textwrap
 from dataclasses import asdict
 from pathlib import Path
 
-from embedding_equivalence._cli.console import Table
 from embedding_equivalence.forms.memory import format_bytes
 
 from .calibration import Calibration
+from .console import SectionedTable
 from .plots import write_plots
 from .results import CSV_COLUMNS, SweepReport, headline_rows
 
@@ -90,7 +90,7 @@ def format_calibration(cal: Calibration) -> str:
     return "\n".join(lines)
 
 
-def headline_table(report: SweepReport) -> Table:
+def headline_table(report: SweepReport) -> SectionedTable:
     """The headline table ([`headline_rows`][]), titled, one section per mode.
 
     Per mode and ``V``: measured and model time of the lookup and of the one-hot matmul in ms
@@ -101,7 +101,7 @@ def headline_table(report: SweepReport) -> Table:
         report: as returned by [`run_sweep`][bench.sweep.run_sweep].
 
     Returns:
-        The [`Table`][embedding_equivalence._cli.console.Table].
+        The [`SectionedTable`][bench.console.SectionedTable].
     """
     c = report.config
     title = (
@@ -123,7 +123,7 @@ def headline_table(report: SweepReport) -> Table:
         "lookup MiB",
         "one-hot MiB",
     ]
-    table = Table(header, right=range(1, len(header)), title=title)
+    table = SectionedTable(header, right=range(1, len(header)), title=title)
     mode = None
     for h in headline_rows(report):
         if mode is not None and h["mode"] != mode:
@@ -159,14 +159,14 @@ def format_headline(report: SweepReport) -> str:
     return headline_table(report).plain()
 
 
-def sweep_table(report: SweepReport) -> Table:
+def sweep_table(report: SweepReport) -> SectionedTable:
     """Every case: time, model, measured/model, peak and analytic memory, and notes.
 
     Args:
         report: as returned by [`run_sweep`][bench.sweep.run_sweep].
 
     Returns:
-        The [`Table`][embedding_equivalence._cli.console.Table], one section per point.
+        The [`SectionedTable`][bench.console.SectionedTable], one section per point.
     """
     header = [
         "form",
@@ -182,7 +182,7 @@ def sweep_table(report: SweepReport) -> Table:
         "analytic MiB",
         "note",
     ]
-    table = Table(header, right=range(3, len(header) - 1))
+    table = SectionedTable(header, right=range(3, len(header) - 1))
     last: tuple[int, int, int] | None = None
     for r in report.results:
         point = (r.num_ids, r.vocab, r.dim)

@@ -15,7 +15,6 @@ from typing import Any
 
 import torch
 
-from embedding_equivalence._cli.console import Progress
 from embedding_equivalence.forms.memory import (
     OneHotTooLargeError,
     available_memory_bytes,
@@ -24,6 +23,7 @@ from embedding_equivalence.forms.memory import (
 )
 
 from .calibration import Calibration, calibrate, gemm_k
+from .console import Progress
 from .machine import load_average, machine_info
 from .memory import MemoryProbe, measure_here, memory_spec
 from .model import analytic_memory_bytes, model_time

@@ -93,6 +93,8 @@ def _demo_files() -> dict[str, str]:
 
 _CANDIDATE = ["--candidate", "triton_kernels:triton_embedding", "--options", "padding_idx"]
 _BUDGET = ["--max-examples", "10", "--seed", "0"]
+#: The dtypes the interpreter casts right (bfloat16 subnormals it does not: a named limit).
+_DTYPES = ["--dtypes", "float32,float64,float16"]
 #: The page's commands, by name: ``(args, with the pytest demo's files, pick)``.
 DEMOS: dict[str, tuple[list[str], bool, str]] = {
     "pytest": (
@@ -100,12 +102,12 @@ DEMOS: dict[str, tuple[list[str], bool, str]] = {
          "--embedding-max-examples", "10", "test_triton_kernels.py"],
         True, "",
     ),
-    "cli": (["embedding-equivalence", "verify", "--triton-interpret", *_CANDIDATE, *_BUDGET],
-            False, ""),
+    "cli": (["embedding-equivalence", "verify", "--triton-interpret", *_CANDIDATE, *_DTYPES,
+             *_BUDGET], False, ""),
     "cli without the switch": (
         ["embedding-equivalence", "verify", *_CANDIDATE, "--dtypes", "float32",
          "--no-boundaries", *_BUDGET],
-        False, " raised ",
+        False, "",
     ),
 }  # fmt: skip
 
@@ -134,7 +136,7 @@ def command(args: list[str], files: dict[str, str] | None = None, pick: str = ""
 
 
 def _run(args: list[str], files: dict[str, str] | None) -> tuple[str, int]:
-    """Run ``args`` as [`command`][] describes; its stdout and exit status."""
+    """Run ``args`` as [`command`][] describes; its stdout (or stderr) and exit status."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["COLUMNS"] = "100"
     with contextlib.ExitStack() as stack:
@@ -154,7 +156,8 @@ def _run(args: list[str], files: dict[str, str] | None) -> tuple[str, int]:
         done = subprocess.run(
             executable, cwd=cwd, env=env, capture_output=True, text=True, timeout=600
         )
-    return done.stdout, done.returncode
+    # A usage error (exit 2) is one line on stderr and nothing on stdout.
+    return done.stdout or done.stderr, done.returncode
 
 
 def gpu_results(path: Path = ROOT / "docs" / "triton-cuda.json") -> str:

@@ -167,13 +167,28 @@ def _check_keras_layer(layer: object, cls: type, fn: str) -> None:
         )
 
 
-def _check_linear_activation(keras_: ModuleType, dense: Any, fn: str, target: str) -> None:
+def _keras_kernel(
+    dense: Any, fn: str, target: str, *, bias: bool
+) -> tuple[ModuleType, torch.Tensor]:
+    """Keras, and a copy of a checked ``keras.layers.Dense``'s kernel as a torch tensor.
+
+    The layer must be built, not quantized, without an activation (which ``target``, what
+    the layer becomes, cannot express) and, unless ``bias``, without a bias.
+    """
+    keras_ = _keras(fn)
+    _check_keras_layer(dense, keras_.layers.Dense, fn)
+    if dense.use_bias and not bias:
+        raise ValueError(
+            f"{fn}: the Dense layer has a bias, so on one-hot input it is an embedding plus a "
+            f"constant vector; create it with use_bias=False"
+        )
     if dense.activation is not keras_.activations.linear:
         name = getattr(dense.activation, "__name__", repr(dense.activation))
         raise ValueError(
             f"{fn}: the Dense layer applies activation {name!r} after the product, which "
             f"{target} cannot express; create it with activation=None"
         )
+    return keras_, _to_torch(keras_, dense.kernel)
 
 
 def _keras_table(layer: Any, fn: str) -> tuple[ModuleType, torch.Tensor]:
@@ -485,15 +500,7 @@ def dense_to_keras_embedding(dense: keras.layers.Dense) -> keras.layers.Embeddin
             constant vector) or an activation.
     """
     fn = "dense_to_keras_embedding"
-    keras_ = _keras(fn)
-    _check_keras_layer(dense, keras_.layers.Dense, fn)
-    if dense.use_bias:
-        raise ValueError(
-            f"{fn}: the Dense layer has a bias, so on one-hot input it is an embedding plus a "
-            f"constant vector; create it with use_bias=False"
-        )
-    _check_linear_activation(keras_, dense, fn, "an Embedding")
-    kernel = _to_torch(keras_, dense.kernel)
+    keras_, kernel = _keras_kernel(dense, fn, "an Embedding", bias=False)
     return _keras_embedding(keras_, kernel, dense.trainable, dtype=dense.dtype_policy)
 
 
@@ -539,11 +546,7 @@ def dense_to_linear(dense: keras.layers.Dense) -> nn.Linear:
         TypeError: ``dense`` is not a ``keras.layers.Dense``.
         ValueError: the layer is not built, is quantized, or has an activation.
     """
-    fn = "dense_to_linear"
-    keras_ = _keras(fn)
-    _check_keras_layer(dense, keras_.layers.Dense, fn)
-    _check_linear_activation(keras_, dense, fn, "nn.Linear")
-    kernel = _to_torch(keras_, dense.kernel)
+    keras_, kernel = _keras_kernel(dense, "dense_to_linear", "nn.Linear", bias=True)
     bias = _to_torch(keras_, dense.bias) if dense.use_bias else None
     in_features, out_features = kernel.shape
     linear = nn.Linear(

@@ -47,6 +47,7 @@ from .oracle.bag import (
 from .oracle.bounds import gamma, renorm_error_bound, unit_roundoff
 from .oracle.call import Call as _Call
 from .oracle.embedding import gradient_error_bound, reference_embedding, reference_embedding_grad
+from .oracle.quantized import QuantizedOracle as _QuantizedOracle
 
 __all__ = [
     "BagGradients",
@@ -57,6 +58,8 @@ __all__ = [
     "assert_bag_forward_equivalent",
     "assert_case_equivalent",
     "assert_forward_equivalent",
+    "assert_quantized_equivalent",
+    "assert_runs_agree",
     "compare_exact_or_bounded",
     "embedding_bag_error_bound",
     "embedding_bag_gradient_error_bound",
@@ -154,6 +157,104 @@ def assert_backward_equivalent(
     __tracebackhide__ = True
     call = _Call(input, weight, kwargs, grad_output=grad_output)
     return _check_tensors(candidate, _EmbeddingOracle.for_call, call)[1]
+
+
+def assert_quantized_equivalent(
+    candidate: Callable[..., Any],
+    input: torch.Tensor,
+    qweight: torch.Tensor,
+    scale: torch.Tensor,
+    zero_point: torch.Tensor | None,
+    /,
+    *,
+    scheme: str,
+) -> torch.Tensor:
+    """Assert that ``candidate(input, qweight, scale, zero_point)`` is the dequantized lookup.
+
+    The checks of [`verify_quantized_embedding`][embedding_equivalence.verify_quantized_embedding]
+    on one call: the output's shape, dtype (the scale's) and device, its values within the
+    bound of the exact float64 dequantization, and what a kernel must not do (the table,
+    scales, zero points and ids unchanged, an owned output, a second call on the negated
+    scales). ``candidate`` runs on clones; the caller's tensors are not modified.
+
+    Args:
+        candidate: the candidate, ``fn(input, qweight, scale, zero_point)``.
+        input: ids of any shape, all in ``[0, V)``.
+        qweight: the stored values of the scheme.
+        scale: ``(V,)`` per-row scales, in the output dtype.
+        zero_point: ``(V,)`` int32 zero points, or ``None``.
+        scheme: the scheme's name (see
+            [`quantize_rowwise`][embedding_equivalence.quantize_rowwise]).
+
+    Returns:
+        The candidate's output.
+
+    Raises:
+        EquivalenceError: on any difference, with a repro snippet.
+    """
+    __tracebackhide__ = True
+
+    def call(clone: bool) -> _Call:
+        tensors = [t.clone() if clone else t for t in (input, qweight, scale)]
+        zp = zero_point.clone() if clone and zero_point is not None else zero_point
+        return _Call(
+            tensors[0], tensors[1], extra={"scale": tensors[2], "zero_point": zp},
+            output_dtype_of="scale", weight_name="qweight",
+        )  # fmt: skip
+
+    oracle = _QuantizedOracle.factory(scheme)(call(clone=False))
+    run = call(clone=True)
+    outcome = _check.run_in_process(candidate, run)
+    name = _repro.describe_call(candidate, run, weight=qweight)
+    repro = _repro.call_source(candidate, call(clone=False))
+    _check.judge(outcome, run, oracle, name, repro)
+    assert isinstance(outcome.output, torch.Tensor)
+    return outcome.output
+
+
+def assert_runs_agree(
+    candidate: Callable[..., Any],
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    /,
+    *args: Any,
+    grad_output: torch.Tensor | None = None,
+    **kwargs: Any,
+) -> None:
+    """Assert that two runs of ``candidate(input, weight, *args, **kwargs)`` agree bit for bit.
+
+    What ``deterministic=True`` asks of every example of a verification. Each run gets fresh
+    tensors (clones of ``input``, of ``weight`` and of ``per_sample_weights``, leaves when
+    ``grad_output`` is given); compared are the output and, with ``grad_output``, the
+    gradients of the table and of ``per_sample_weights``.
+
+    Args:
+        candidate: the candidate, with ``F.embedding``'s (or ``F.embedding_bag``'s) signature.
+        input: the ids.
+        weight: the ``(V, D)`` table.
+        *args: more positional arguments (``F.embedding_bag``'s ``offsets``).
+        grad_output: the upstream gradient of a backward pass, or ``None`` (forward only).
+        **kwargs: options passed to ``candidate``.
+
+    Raises:
+        EquivalenceError: the first element where the runs differ.
+    """
+    __tracebackhide__ = True
+    grad = grad_output is not None
+
+    def fresh() -> _Call:
+        options = dict(kwargs)
+        psw = options.get("per_sample_weights")
+        if isinstance(psw, torch.Tensor):
+            options["per_sample_weights"] = psw.detach().clone().requires_grad_(grad)
+        table = weight.detach().clone().requires_grad_(grad)
+        offsets = args[0] if args else None
+        return _Call(input.clone(), table, options, offsets, grad_output)
+
+    runs = [[_check.run_in_process(candidate, fresh())] for _ in range(2)]
+    call = fresh()
+    name = _repro.describe_call(candidate, call)
+    _check.check_runs_agree(runs, name, _repro.call_source(candidate, call))
 
 
 def assert_case_equivalent(

@@ -13,7 +13,7 @@ scheme. Two properties make it the embedding function of the table it was given:
    checks it directly);
 2. **the quantizer**: every element of the stored table is within the scheme's quantization
    bound of the float table it came from (half a step, ``scale / 2``, plus what computing
-   ``w / scale`` in float32 may add: ``oracle.quantized.quantization_error_bound``).
+   ``w / scale`` in float32 may add: ``quantization_error_bound``, here).
 
 [`verify_torchao_embedding`][] checks both on drawn float tables whose rows span many orders
 of magnitude, through the same engine, report and replayable counterexample as the other
@@ -54,15 +54,17 @@ from embedding_equivalence._engine.driver import drive as _drive
 from embedding_equivalence._engine.report import QuantizedRun as _QuantizedRun
 from embedding_equivalence._engine.report import VerificationReport as _VerificationReport
 from embedding_equivalence.forms.quantized import QuantizedTable as _QuantizedTable
+from embedding_equivalence.forms.quantized import check_scheme as _check_scheme
 from embedding_equivalence.forms.quantized import dequantize_rowwise as _dequantize_rowwise
+from embedding_equivalence.oracle.bounds import subnormal_loss as _subnormal_loss
+from embedding_equivalence.oracle.bounds import unit_roundoff as _unit_roundoff
 from embedding_equivalence.oracle.call import Call as _Call
+from embedding_equivalence.oracle.quantized import COMPUTE_DTYPE as _COMPUTE_DTYPE
 from embedding_equivalence.oracle.quantized import QuantizedOracle as _QuantizedOracle
-from embedding_equivalence.oracle.quantized import (
-    quantization_error_bound as _quantization_error_bound,
-)
 
 __all__ = [
     "TORCHAO_INSTALL",
+    "quantization_error_bound",
     "quantize_with_torchao",
     "torchao_int8_embedding",
     "unpack_torchao_weight",
@@ -238,10 +240,51 @@ class _TorchaoCase:
         return "\n".join(lines)
 
 
+def quantization_error_bound(
+    weight: torch.Tensor, scale: torch.Tensor, scheme: str, *, compute: torch.dtype = _COMPUTE_DTYPE
+) -> torch.Tensor:
+    """How far a correct round-to-nearest quantizer may move each element of ``weight``.
+
+    For the integer schemes the stored value is ``round(w / s) + zp``; computing ``w / s``
+    in ``compute`` adds at most ``u_c |w / s|`` before the rounding, and ``|w / s|`` is at
+    most the number of steps (255 for int8, 15 for uint4), so
+    ``|dequantize(q) - w| <= s (1/2 + steps * u_c)``. For float8, ``q = fl8(fl_c(w / s))``
+    gives ``|dequantize(q) - w| <= (u_8 + u_c + u_8 u_c) |w| + s eta_8``.
+
+    Args:
+        weight: the ``(V, D)`` table before quantization.
+        scale: ``(V,)`` per-row scales.
+        scheme: the scheme's name.
+        compute: the least precise dtype the quantizer computes ``w / s`` in.
+
+    Returns:
+        ``(V, D)`` float64 bounds.
+
+    Raises:
+        ValueError: an unknown scheme, or shapes that do not match.
+    """
+    s = _check_scheme(scheme, "quantization_error_bound")
+    w = weight.detach().cpu().to(torch.float64)
+    if w.dim() != 2 or tuple(scale.shape) != (w.shape[0],):
+        raise ValueError(
+            f"quantization_error_bound: weight must be (V, D) and scale (V,), got "
+            f"{tuple(w.shape)} and {tuple(scale.shape)}"
+        )
+    sc = scale.detach().cpu().to(torch.float64)[:, None]
+    # The weight's own dtype does not enter: its values are exact in float32, and a quantizer
+    # that divides in a narrower dtype (bfloat16: up to a whole step more) is not admitted.
+    u_c = _unit_roundoff(compute)
+    if s.is_float8:
+        u_8 = _unit_roundoff(s.storage)
+        return (u_8 + u_c + u_8 * u_c) * w.abs() + sc * _subnormal_loss(s.storage)
+    steps = s.qmax - s.qmin
+    return (0.5 + steps * u_c) * sc.expand_as(w)
+
+
 def _check_quantization(weight: torch.Tensor, table: _QuantizedTable, repro: str) -> None:
     exact = _dequantize_rowwise(*table, dtype=torch.float64)
     error = (exact - weight.to(torch.float64)).abs()
-    bound = _quantization_error_bound(weight, table.scale, "int8")
+    bound = quantization_error_bound(weight, table.scale, "int8")
     bad = ~(error <= bound)
     if bool(bad.any()):
         r, c = (int(i) for i in bad.nonzero()[0])

@@ -23,6 +23,7 @@ replays one cell ([`replay_command`][embedding_equivalence._cli.console.replay_c
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import shlex
@@ -40,40 +41,13 @@ if TYPE_CHECKING:
 
     from .._engine.report import VerificationReport
 
-__all__ = [
-    "HAS_RICH",
-    "PROGRAM",
-    "Progress",
-    "Table",
-    "cell_name",
-    "cell_seed",
-    "emit_results",
-    "is_terminal",
-    "parse_cell",
-    "print_table",
-    "replay_command",
-    "result_fields",
-    "result_row",
-    "uses_rich",
-    "write_failure",
-    "write_json",
-    "write_title",
-]
-
 #: The console script's name, as a replay command writes it.
 PROGRAM = "embedding-equivalence"
 
 
-def _has_rich() -> bool:
-    try:
-        import rich  # noqa: F401 (the "cli" extra; imported where it draws)
-    except ImportError:
-        return False
-    return True
-
-
-#: Whether ``rich`` is installed; without it every stream gets the plain lines.
-HAS_RICH = _has_rich()
+#: Whether ``rich`` is installed (the "cli" extra, imported where it draws); without it every
+#: stream gets the plain lines.
+HAS_RICH = importlib.util.find_spec("rich") is not None
 
 
 def is_terminal(stream: TextIO) -> bool:
@@ -131,14 +105,12 @@ class Table:
     Attributes:
         columns: the column headers.
         right: the indices of the columns aligned right (numbers); the others align left.
-        title: a line printed above the table, or ``None``.
         rows: ``(cells, style)`` per row, ``style`` a rich style for the whole row on a
-            terminal (e.g. ``"bold red"``) or ``None``; an empty ``cells`` starts a new section.
+            terminal (e.g. ``"bold red"``) or ``None``.
     """
 
     columns: Sequence[str]
     right: Collection[int] = ()
-    title: str | None = None
     rows: list[tuple[tuple[str, ...], str | None]] = field(default_factory=list)
 
     def add_row(self, *cells: str, style: str | None = None) -> None:
@@ -155,18 +127,13 @@ class Table:
             raise ValueError(f"{len(cells)} cells for {len(self.columns)} columns")
         self.rows.append((cells, style))
 
-    def add_section(self) -> None:
-        """End a section: a blank line in plain text, a rule on a terminal."""
-        if self.rows and self.rows[-1][0]:
-            self.rows.append(((), None))
-
     def plain(self) -> str:
-        """The table as aligned plain text: the title, the header, a rule, one line a row.
+        """The table as aligned plain text: the header, a rule, one line a row.
 
         Returns:
             The text, without a trailing newline.
         """
-        cells = [c for c, _ in self.rows if c]
+        cells = [c for c, _ in self.rows]
         widths = [max([len(h), *(len(c[i]) for c in cells)]) for i, h in enumerate(self.columns)]
 
         def line(row: Sequence[str]) -> str:
@@ -175,10 +142,8 @@ class Table:
                 for i, (c, w) in enumerate(zip(row, widths, strict=True))
             ).rstrip()
 
-        lines = [] if self.title is None else [self.title]
-        lines += [line(self.columns), "  ".join("-" * w for w in widths)]
-        lines += [line(c) if c else "" for c, _ in self.rows]
-        return "\n".join(lines)
+        lines = [line(self.columns), "  ".join("-" * w for w in widths)]
+        return "\n".join([*lines, *map(line, cells)])
 
 
 def print_table(stream: TextIO, table: Table) -> None:
@@ -193,18 +158,13 @@ def print_table(stream: TextIO, table: Table) -> None:
         return
     import rich.table
 
-    console = _rich_console(stream)
-    if table.title is not None:
-        console.print(table.title)
     shown = rich.table.Table()
     for i, header in enumerate(table.columns):
         justify = "right" if i in table.right else "left"
         shown.add_column(header, justify=justify, overflow="fold")  # a narrow terminal wraps
-    for i, (cells, style) in enumerate(table.rows):
-        if cells:
-            end = i + 1 < len(table.rows) and not table.rows[i + 1][0]
-            shown.add_row(*cells, style=style, end_section=end)
-    console.print(shown)
+    for cells, style in table.rows:
+        shown.add_row(*cells, style=style)
+    _rich_console(stream).print(shown)
 
 
 class Progress:
@@ -272,17 +232,6 @@ class Progress:
         self.begun += 1
         if self._bar is not None and self._task is not None:
             self._bar.update(self._task, completed=self.begun - 1, what=what)
-        elif self.enabled:
-            self._line(self.begun, what)
-
-    def note(self, what: str) -> None:
-        """Say what the current step is doing, without counting a step.
-
-        Args:
-            what: one line on what it does.
-        """
-        if self._bar is not None and self._task is not None:
-            self._bar.update(self._task, what=what)
         elif self.enabled:
             self._line(self.begun, what)
 
@@ -373,32 +322,13 @@ def replay_command(run_seed: int, cell: str, flags: Sequence[str]) -> str:
     Returns:
         ``embedding-equivalence verify --seed RUN_SEED --only CELL FLAGS``, quoted for a shell.
     """
-    words = [PROGRAM, "verify", "--seed", str(run_seed), "--only", cell, *flags]
-    return shlex.join(words)
-
-
-def result_fields(report: VerificationReport, cell: str, replay: str) -> dict[str, Any]:
-    """A cell's outcome, as the rows of ``--json`` hold it.
-
-    Args:
-        report: the cell's report.
-        cell: the cell's name.
-        replay: the command that replays the cell.
-
-    Returns:
-        The report's fields ([`report_fields`][embedding_equivalence._engine.report.report_fields]:
-        the verdict, the counts, the seed, the failure, the records of the kind of run), with
-        ``seed`` the cell's, ``cell`` and ``replay``.
-    """
-    from .._engine.report import report_fields
-
-    return {**report_fields(report), "cell": cell, "replay": replay}
+    return shlex.join([PROGRAM, "verify", "--seed", str(run_seed), "--only", cell, *flags])
 
 
 def result_row(
     report: VerificationReport, cell: str, run_seed: int, flags: Sequence[str], **columns: Any
 ) -> dict[str, Any]:
-    """A row of a ``verify`` run: its columns, then its outcome and the command that replays it.
+    """A row of a ``verify`` run, as ``--json`` holds it: its columns, outcome and replay.
 
     Args:
         report: the cell's report.
@@ -408,9 +338,15 @@ def result_row(
         **columns: the row's own fields, first (``implementation``, ``options``, ...).
 
     Returns:
-        ``columns``, then [`result_fields`][].
+        ``columns``, then the report's fields
+        ([`report_fields`][embedding_equivalence._engine.report.report_fields]: the verdict,
+        the counts, the seed, the failure, the records of the kind of run), with ``seed`` the
+        cell's, then ``cell`` and ``replay`` (the command that replays the cell).
     """
-    return {**columns, **result_fields(report, cell, replay_command(run_seed, cell, flags))}
+    from .._engine.report import report_fields
+
+    replay = replay_command(run_seed, cell, flags)
+    return {**columns, **report_fields(report), "cell": cell, "replay": replay}
 
 
 def write_failure(
@@ -421,7 +357,7 @@ def write_failure(
     Args:
         out: where it goes.
         report: the cell's report (its text names the boundary a failure crossed).
-        row: the cell's fields, from [`result_fields`][].
+        row: the cell's fields, from [`result_row`][].
         repro: also the minimal counterexample; without it, the failure alone (for a cell
             of the same implementation and options as one written in full above it).
     """
@@ -462,7 +398,7 @@ def emit_results(
     written, for ``--json PATH``).
 
     Args:
-        rows: one dict a row (see [`result_fields`][]), in the table's order.
+        rows: one dict a row (see [`result_row`][]), in the table's order.
         reports: the rows' reports.
         schema: the JSON's schema name.
         run_seed: the run's seed.
@@ -478,11 +414,10 @@ def emit_results(
     import torch
 
     failed = [(report, row) for report, row in zip(reports, rows, strict=True) if not report.passed]
-    total = sum(r["examples"] for r in rows)
     seconds = sum(r["seconds"] for r in rows)
     summary = (
         f"{len(rows) - len(failed)} passed, {len(failed)} failed "
-        f"({total} examples in {seconds:.1f} s; run seed {run_seed})"
+        f"({sum(r['examples'] for r in rows)} examples in {seconds:.1f} s; run seed {run_seed})"
     )
     if json_path is not None:
         payload = {

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import inspect
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -35,6 +34,7 @@ from .._draw.strategies import QUANTIZED_SCALE_DTYPES
 from .._draw.tensors import available_devices, device_problem, dtypes_on, float_dtypes
 from .._engine.arguments import draw_seed
 from .._engine.names import import_reference
+from .._engine.probe import check_candidate
 from .._engine.report import JSON_SCHEMA, VerificationReport
 from .._engine.triton import switch_interpreter_on
 from .._engine.verify import verify_embedding, verify_embedding_bag, verify_quantized_embedding
@@ -54,10 +54,8 @@ from .console import (
     result_row,
     write_title,
 )
-from .parser import DEFAULT_CLI_EXAMPLES, SIZE_FLAGS, build_parser, csv_list
+from .parser import budget_flags, build_parser, csv_list, flag_value, replay_flags, size_knobs
 from .usage import UsageError
-
-__all__ = ["UsageError", "main"]
 
 #: ``--dtypes`` names: the package's floating dtypes (one list, in ``forms.dtypes``).
 _DTYPES = FLOAT_DTYPE_NAMES
@@ -100,20 +98,6 @@ class _Cell:
     dtypes: tuple[torch.dtype, ...]
     max_examples: int
     boundaries: bool
-
-    def flags(self) -> list[str]:
-        """The flags that give ``--only`` this cell's budget and phases."""
-        return _budget_flags(self.max_examples, self.boundaries)
-
-
-def _budget_flags(max_examples: int, boundaries: bool) -> list[str]:
-    """``--max-examples`` (unless the default) and ``--no-boundaries`` (when off)."""
-    flags = []
-    if max_examples != DEFAULT_CLI_EXAMPLES:
-        flags += ["--max-examples", str(max_examples)]
-    if not boundaries:
-        flags.append("--no-boundaries")
-    return flags
 
 
 def _cells(
@@ -190,7 +174,16 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if problem is not None:
             raise UsageError(f"--devices: {d!r} {problem}")
     if args.sharding is not None:
-        return _verify_sharded(args, dtypes, devices, only, out, err)
+        from .sharded import run_sharded_verify
+
+        if args.bag:
+            raise UsageError("--sharding: sharded embedding bags are not supported; drop --bag")
+        if len(devices) != 1:
+            raise UsageError(f"--sharding: give one device with --devices, got {','.join(devices)}")
+        if args.candidate:
+            _check_candidate(_load_candidate(args.candidate), args, devices)
+        with _working_directory_importable():  # the workers import the candidate by name too
+            return run_sharded_verify(args, dtypes, devices[0], only, out, err)
     if args.scheme is None and args.symmetric:
         raise UsageError("--symmetric goes with --scheme int8")
     if args.scheme is not None:
@@ -205,7 +198,7 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     if args.candidate:
         fn = _load_candidate(args.candidate)
-        _check_signature(fn, args)
+        _check_candidate(fn, args, devices)
         targets = [_Target(args.candidate, fn, tuple(args.options or ()), args.bag)]
         option_sets = {args.candidate: [tuple(args.options or ())]}
     elif args.scheme is not None:
@@ -232,7 +225,7 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                     dts = dtypes_on(dev, dtypes or default)
                     jobs += _cells(t, opts, dev, dts, args.max_examples, boundaries)
     run_seed = args.seed if args.seed is not None else draw_seed()
-    flags = _replay_flags(args)
+    flags = replay_flags(args)
     results: list[dict[str, Any]] = []
     reports: list[VerificationReport] = []
     with Progress("verify", len(jobs), err) as progress:
@@ -242,30 +235,28 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 f"{job.target.name} [{','.join(job.options) or '-'}] {job.device}-{dtype_text}"
             )
             cell = cell_name(job.target.name, job.options, job.device, dtype_text)
-            if args.scheme is not None:  # a quantized table: no options, forward only
-                verify: Callable[..., VerificationReport] = functools.partial(
-                    verify_quantized_embedding, scheme=args.scheme, symmetric=args.symmetric
-                )
-            else:
-                verify = functools.partial(
-                    verify_embedding_bag if job.target.bag else verify_embedding,
-                    options=job.options,
-                    backward=not args.forward_only,
-                )
+            verify: Callable[..., VerificationReport] = verify_quantized_embedding
+            keywords: dict[str, Any] = {"scheme": args.scheme, "symmetric": args.symmetric}
+            if args.scheme is None:  # else a quantized table: no options, forward only
+                verify = verify_embedding_bag if job.target.bag else verify_embedding
+                keywords = {"options": job.options, "backward": not args.forward_only}
             try:
                 report = verify(
                     job.target.fn,
+                    **keywords,
                     dtypes=list(job.dtypes),
                     devices=[job.device],
                     max_examples=job.max_examples,
                     seed=cell_seed(run_seed, cell),
                     boundaries=job.boundaries,
-                    **_sizes(args),
+                    **size_knobs(args),
                 )
             except InvalidArgument as exc:  # a size that does not fit, refused before drawing
                 raise UsageError(str(exc)) from None
+            # The flags that give ``--only`` this cell's budget and phases, after the run's.
+            cell_flags = [*flags, *budget_flags(job.max_examples, job.boundaries)]
             row = result_row(
-                report, cell, run_seed, [*flags, *job.flags()], implementation=job.target.name,
+                report, cell, run_seed, cell_flags, implementation=job.target.name,
                 options=list(job.options), device=job.device, dtype=dtype_text,
             )  # fmt: skip
             results.append(row)
@@ -294,12 +285,8 @@ def _only(args: argparse.Namespace) -> tuple[str, tuple[str, ...], str, str] | N
     """
     if args.only is None:
         return None
-    for flag, given in (
-        ("--options", args.options),
-        ("--devices", args.devices),
-        ("--dtypes", args.dtypes),
-    ):
-        if given is not None:
+    for flag in ("--options", "--devices", "--dtypes"):
+        if flag_value(args, flag) is not None:
             raise UsageError(f"--only names the cell's options, device and dtype; drop {flag}")
     implementation, opts, device, dtype = parse_cell(args.only)
     # A cell may draw from several dtypes, comma-separated; a sharded row from all of them.
@@ -326,51 +313,17 @@ def _only_job(
             f"{', '.join(by_name)}"
         )
     target = by_name[implementation]
-    if not args.candidate:
-        refused = [o for o in opts if o not in target.options]
-        if refused:
-            raise UsageError(
-                f"--only: {implementation} takes no {', '.join(refused)}; its options are "
-                f"{', '.join(target.options) or 'none'}"
-            )
+    refused = [] if args.candidate else [o for o in opts if o not in target.options]
+    if refused:
+        raise UsageError(
+            f"--only: {implementation} takes no {', '.join(refused)}; its options are "
+            f"{', '.join(target.options) or 'none'}"
+        )
     dtypes = tuple(_DTYPES[d] for d in csv_list(dtype_text))
     unsupported = [dtype_name(d) for d in dtypes if d not in dtypes_on(device)]
     if unsupported:
         raise UsageError(f"--only: {', '.join(unsupported)} not supported on {device}")
     return target, opts, device, dtypes
-
-
-def _replay_flags(args: argparse.Namespace) -> list[str]:
-    """The flags of this run that shape every cell, for the command that replays one.
-
-    ``--max-examples`` and ``--no-boundaries`` are the cell's own ([`_Cell.flags`][]).
-    """
-    flags: list[str] = []
-    for flag, value in (("--candidate", args.candidate), ("--scheme", args.scheme)):
-        if value is not None:
-            flags += [flag, value]
-    for flag, value in zip(SIZE_FLAGS, _sizes(args).values(), strict=True):
-        if value is not None:
-            flags += [flag, _size_text(value)]
-    for flag, on in (
-        ("--bag", args.bag),
-        ("--symmetric", args.symmetric),
-        ("--forward-only", args.forward_only),
-        ("--triton-interpret", args.triton_interpret),
-    ):
-        if on:
-            flags.append(flag)
-    return flags
-
-
-def _sizes(args: argparse.Namespace) -> dict[str, Any]:
-    """The size knobs of the command line, as the verifiers' keywords."""
-    return {"vocab_sizes": args.vocab_sizes, "embedding_dims": args.embedding_dims,
-            "num_ids": args.num_ids}  # fmt: skip
-
-
-def _size_text(value: int | tuple[int, int]) -> str:
-    return f"{value[0]}:{value[1]}" if isinstance(value, tuple) else str(value)
 
 
 def _check_quantized_args(args: argparse.Namespace) -> None:
@@ -381,8 +334,8 @@ def _check_quantized_args(args: argparse.Namespace) -> None:
         raise UsageError(f"--scheme: unknown {args.scheme!r}; choose from {', '.join(SCHEMES)}")
     if args.symmetric and args.scheme != "int8":
         raise UsageError(f"--symmetric applies to --scheme int8 only, not {args.scheme}")
-    for flag, given in (("--bag", args.bag), ("--options", args.options)):
-        if given:
+    for flag in ("--bag", "--options"):
+        if flag_value(args, flag):
             raise UsageError(f"--scheme: a quantized lookup takes no {flag}; drop {flag}")
 
 
@@ -397,72 +350,20 @@ def _check_writable(path: str) -> None:
         raise UsageError(f"--json {path!r}: the folder {folder!r} is not writable")
 
 
-#: Per kind of verification: the signature a ``--candidate`` needs, in words, its
-#: positional arguments, the keywords every call passes, and the flag that chose the kind.
-_CALLS: dict[str, tuple[str, int, dict[str, Any], str]] = {
-    "embedding": ("F.embedding's (input, weight, **options)", 2, {}, ""),
-    "bag": (
-        "F.embedding_bag's (input, weight, offsets, mode=..., **options)",
-        3,
-        {"mode": 0},
-        "--bag",
-    ),
-    "quantized": ("(input, qweight, scale, zero_point)", 4, {}, "--scheme"),
-}
+def _check_candidate(fn: Callable[..., Any], args: argparse.Namespace, devices: list[str]) -> None:
+    """Refuse, before any cell runs, a ``--candidate`` that cannot take this run's calls.
 
-
-def _check_signature(fn: Callable[..., Any], args: argparse.Namespace) -> None:
-    """Refuse a candidate that cannot take the calls this verification makes.
-
-    A kernel of another kind (an embedding kernel with ``--bag`` or ``--scheme``) is a usage
-    mistake, not a finding: it is told before the run, naming the flag.
+    The engine's check (``_engine.probe``), which every verifier makes again: a kernel of
+    another kind (an embedding kernel with ``--bag`` or ``--scheme``), an option it does not
+    take, swapped arguments, a Triton kernel without ``--triton-interpret`` on a machine
+    without a GPU. A usage mistake, not a finding.
     """
-    kind = "quantized" if args.scheme else "bag" if args.bag else "embedding"
-    call, positional, keywords, flag = _CALLS[kind]
-    options = {o: 0 for o in args.options or ()}
-    if "max_norm" in options:
-        options["norm_type"] = 0
+    kind = "sharded_" if args.sharding else "quantized_" if args.scheme else ""
+    kind += "embedding_bag" if args.bag else "embedding"
     try:
-        signature = inspect.signature(fn)
-    except (TypeError, ValueError):  # a builtin without a signature: the run will tell
-        return
-    try:
-        signature.bind(*range(positional), **keywords, **options)
-    except TypeError as exc:
-        hint = f", or drop {flag}" if flag else ""
-        raise UsageError(
-            f"--candidate {args.candidate!r} cannot be called as {call} ({exc}); pass a kernel "
-            f"with that signature{hint}"
-        ) from None
-
-
-def _verify_sharded(
-    args: argparse.Namespace,
-    dtypes: list[torch.dtype] | None,
-    devices: list[str],
-    only: tuple[str, tuple[str, ...], str, str] | None,
-    out: TextIO,
-    err: TextIO,
-) -> int:
-    from .sharded import run_sharded_verify
-
-    if args.bag:
-        raise UsageError("--sharding: sharded embedding bags are not supported; drop --bag")
-    if len(devices) != 1:
-        raise UsageError(f"--sharding: give one device with --devices, got {','.join(devices)}")
-    candidate = (args.candidate, _load_candidate(args.candidate)) if args.candidate else None
-    with _working_directory_importable():  # the workers import the candidate by name too
-        return run_sharded_verify(
-            sharding=args.sharding, world_size=args.world_size or 2, candidate=candidate,
-            options=args.options, dtypes=dtypes, device=devices[0],
-            max_examples=args.max_examples, backward=not args.forward_only, seed=args.seed,
-            json_path=args.json, out=out, err=err, boundaries=not args.no_boundaries,
-            only=None if only is None else only[0],
-            sizes=_sizes(args),
-            replay_flags=[
-                *_replay_flags(args), *_budget_flags(args.max_examples, not args.no_boundaries)
-            ],
-        )  # fmt: skip
+        check_candidate(f"verify_{kind}", fn, args.options or (), devices, args.scheme)
+    except InvalidArgument as exc:
+        raise UsageError(f"--candidate {args.candidate!r}: {exc}") from None
 
 
 def _demo(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -483,8 +384,7 @@ def _demo(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     show("ids", idx)
     looked_up = lookup_embedding(idx, weight)
     show("lookup: embedding.weight[ids]  (rows 2, 3, 1)", looked_up.detach())
-    one_hot = torch.nn.functional.one_hot(idx, 4)
-    show("one_hot(ids, 4)", one_hot)
+    show("one_hot(ids, 4)", torch.nn.functional.one_hot(idx, 4))
     product = matmul_embedding(idx, weight)
     show("one_hot(ids, 4).float() @ embedding.weight", product.detach())
     out.write(f"\nidentical bit for bit: {torch.equal(looked_up, product)}\n")
@@ -508,15 +408,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns:
         The exit status: 0 success, 1 a failed verification, 2 a usage error.
     """
-    args_list = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
     try:
-        args = parser.parse_args(args_list)
-        if args.command == "verify":
-            return _verify(args, sys.stdout, sys.stderr)
-        if args.command == "demo":
-            return _demo(args, sys.stdout, sys.stderr)
+        args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
+        command = _verify if args.command == "verify" else _demo  # the two subcommands
+        return command(args, sys.stdout, sys.stderr)
     except UsageError as exc:
         sys.stderr.write(f"embedding-equivalence: error: {exc}\n")
         return 2
-    raise AssertionError("unreachable")  # pragma: no cover

@@ -2,25 +2,24 @@
 
 [`build_parser`][] is the one description of ``embedding-equivalence``'s flags; a bad command
 line raises [`UsageError`][embedding_equivalence._cli.usage.UsageError] (exit status 2)
-instead of printing argparse's usage.
+instead of printing argparse's usage. [`replay_flags`][] and [`budget_flags`][] write a run's
+flags back, for the command that replays one of its cells.
 """
 
 from __future__ import annotations
 
 import argparse
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import torch
 
 from .. import __version__
 from .usage import UsageError, int_at_least
 
-__all__ = ["DEFAULT_CLI_EXAMPLES", "SIZE_FLAGS", "build_parser", "csv_list"]
-
 #: Examples per row of the default ``verify`` table (implementation x options x device x dtype).
 DEFAULT_CLI_EXAMPLES = 25
 
-#: The size knobs' flags, in the order of the verifiers' keywords (see ``main._sizes``).
+#: The size knobs' flags, in the order of the verifiers' keywords (see [`size_knobs`][]).
 SIZE_FLAGS = ("--vocab-sizes", "--embedding-dims", "--num-ids")
 
 
@@ -49,7 +48,6 @@ def csv_list(value: str) -> list[str]:
 
 
 _positive_int = int_at_least(1)
-_nonnegative_int = int_at_least(0)
 
 
 def build_parser() -> _Parser:
@@ -83,7 +81,8 @@ def build_parser() -> _Parser:
     v.add_argument(
         "--candidate",
         metavar="MODULE:FUNCTION",
-        help="check this function (F.embedding's signature; F.embedding_bag's with --bag)",
+        help="check this function (F.embedding's signature; F.embedding_bag's with --bag); "
+        "the module may be a file, as in path/to/kernels.py:embed",
     )
     v.add_argument(
         "--triton-interpret",
@@ -132,7 +131,7 @@ def build_parser() -> _Parser:
         )
     v.add_argument(
         "--seed",
-        type=_nonnegative_int,
+        type=int_at_least(0),
         help="the run's seed, to replay a run (default: drawn at random; printed either way); "
         "each cell verifies under its own seed, derived from it",
     )
@@ -160,3 +159,39 @@ def build_parser() -> _Parser:
     )
     sub.add_parser("demo", help="the worked example: seed 123, a 4x5 table, ids [2, 3, 1]")
     return parser
+
+
+def _dest(flag: str) -> str:
+    """The attribute argparse keeps ``flag`` in: ``--forward-only`` is ``forward_only``."""
+    return flag.removeprefix("--").replace("-", "_")
+
+
+def flag_value(args: argparse.Namespace, flag: str) -> Any:
+    """The value the command line gave ``flag`` (``None``, or False for a switch, without it)."""
+    return getattr(args, _dest(flag))
+
+
+def size_knobs(args: argparse.Namespace) -> dict[str, Any]:
+    """The size knobs of the command line, as the verifiers' keywords (their flags' names)."""
+    return {_dest(flag): flag_value(args, flag) for flag in SIZE_FLAGS}
+
+
+def _flag_text(value: str | int | tuple[int, int]) -> str:
+    return f"{value[0]}:{value[1]}" if isinstance(value, tuple) else str(value)
+
+
+def replay_flags(args: argparse.Namespace) -> list[str]:
+    """The flags of this run that shape every cell, for the command that replays one.
+
+    ``--max-examples`` and ``--no-boundaries`` are the cell's own ([`budget_flags`][]).
+    """
+    values = {flag: flag_value(args, flag) for flag in ("--candidate", "--scheme", *SIZE_FLAGS)}
+    flags = [word for flag, v in values.items() if v is not None for word in (flag, _flag_text(v))]
+    switches = ("--bag", "--symmetric", "--forward-only", "--triton-interpret")
+    return flags + [flag for flag in switches if flag_value(args, flag)]
+
+
+def budget_flags(max_examples: int, boundaries: bool) -> list[str]:
+    """``--max-examples`` (unless the default) and ``--no-boundaries`` (when off)."""
+    flags = ["--max-examples", str(max_examples)] if max_examples != DEFAULT_CLI_EXAMPLES else []
+    return flags + ([] if boundaries else ["--no-boundaries"])

@@ -18,8 +18,9 @@ Under torchrun, rank 0 draws the run's seed when none is given and sends it to e
 
 from __future__ import annotations
 
+import argparse
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any, TextIO
 
@@ -39,17 +40,9 @@ from ..distributed._verify import verify_sharded_embedding
 from ..distributed.forms import SHARDED_FORMS
 from ..forms.dtypes import dtype_name
 from ..forms.options import SHARDED_OPTIONS
-from .console import (
-    Column,
-    Progress,
-    cell_name,
-    cell_seed,
-    emit_results,
-    result_row,
-)
+from .console import Column, Progress, cell_name, cell_seed, emit_results, result_row
+from .parser import budget_flags, replay_flags, size_knobs
 from .usage import UsageError
-
-__all__ = ["run_sharded_verify"]
 
 
 def _launched() -> bool:
@@ -72,58 +65,47 @@ def _join_torchrun_group(device: str) -> bool:
 
 
 def run_sharded_verify(
-    *,
-    sharding: str,
-    world_size: int,
-    candidate: tuple[str, Callable[..., Any]] | None,
-    options: Sequence[str] | None,
+    args: argparse.Namespace,
     dtypes: Sequence[torch.dtype] | None,
     device: str,
-    max_examples: int,
-    backward: bool,
-    seed: int | None,
-    json_path: str | None,
+    only: tuple[str, tuple[str, ...], str, str] | None,
     out: TextIO,
     err: TextIO,
-    boundaries: bool = True,
-    only: str | None = None,
-    replay_flags: Sequence[str] = (),
-    sizes: Mapping[str, Any] | None = None,
 ) -> int:
-    """Verify the package's sharded forms (or ``candidate``) and print a table of results.
+    """Verify the package's sharded forms (or ``--candidate``) and print a table of results.
 
     Args:
-        sharding: ``"vocab"`` or ``"dim"``.
-        world_size: ranks a row starts (ignored under torchrun).
-        candidate: ``(spec, function)`` of a user's kernel, or ``None`` for the package's forms.
-        options: the options to exercise (``None``: none, then all, for the package's forms).
+        args: the command line, read here: ``--sharding`` (``vocab`` or ``dim``),
+            ``--world-size`` (ranks a row starts, default 2; ignored under torchrun),
+            ``--candidate`` (``module:function`` or ``file.py:function``, which the ranks
+            import by that reference; without it, the package's forms), ``--options`` (the
+            options to exercise; without it, none, then all, for the package's forms),
+            ``--max-examples`` (examples a row), ``--forward-only``, ``--seed`` (the run's;
+            drawn at random without it; each row verifies under its own, derived from it),
+            ``--json`` (``-`` writes the results as JSON on ``out`` instead of the table, a
+            file name writes them there beside the table), ``--no-boundaries`` and the size
+            knobs of every row. The flags that shape a row are written into the command that
+            replays it, after ``--sharding`` and ``--world-size``.
         dtypes: the dtypes to draw (``None``: every dtype of the device).
         device: ``"cpu"`` or ``"cuda"``.
-        max_examples: examples a row.
-        backward: also check the gradients.
-        seed: the run's seed (``None``: drawn at random); each row verifies under its own,
-            derived from it.
-        json_path: ``--json``: ``"-"`` writes the results as JSON on ``out`` instead of the
-            table, a file name writes them there beside the table; ``None``, no JSON.
+        only: ``--only``'s cell: verify the row of its implementation, with ``--options`` as
+            given.
         out: where the table goes (rank 0 only under torchrun).
         err: where the progress goes (rank 0 only under torchrun).
-        boundaries: run the verifier's boundary phase (``--no-boundaries``: False).
-        only: ``--only``'s implementation: verify that one row, with ``options`` as given.
-        replay_flags: the run's flags that shape a row, for the command that replays one
-            (``--sharding`` and ``--world-size`` are added here).
-        sizes: the size knobs (``vocab_sizes``, ``embedding_dims``, ``num_ids``) of every row.
 
     Returns:
         0 when every row passed, else 1.
     """
+    sharding, world_size, options = args.sharding, args.world_size or 2, args.options
+    boundaries = not args.no_boundaries
     unknown = [o for o in options or () if o not in SHARDED_OPTIONS]
     if unknown:
         raise UsageError(
             f"--options: {', '.join(unknown)} not taken by sharded embeddings; choose from "
             f"{', '.join(SHARDED_OPTIONS)}"
         )
-    if candidate is not None:
-        rows = [(candidate[0], candidate[1], tuple(options or ()))]
+    if args.candidate is not None:
+        rows = [(args.candidate, args.candidate, tuple(options or ()))]
     else:
         rows = [
             (name, fn, opts)
@@ -133,17 +115,17 @@ def run_sharded_verify(
         ]
     if only is not None:
         names = [name for name, _, _ in rows]
-        if only not in names:
+        if only[0] not in names:
             raise UsageError(
-                f"--only: no implementation {only!r} with --sharding {sharding}; choose from "
+                f"--only: no implementation {only[0]!r} with --sharding {sharding}; choose from "
                 f"{', '.join(dict.fromkeys(names))}"
             )
-        rows = [next((name, fn, tuple(options or ())) for name, fn, _ in rows if name == only)]
+        rows = [next((name, fn, tuple(options or ())) for name, fn, _ in rows if name == only[0])]
     short = None if _launched() else gpus_short(world_size, device, None, "--world-size ")
     if short is not None:
         raise UsageError(short)
     in_group = _join_torchrun_group(device)
-    run_seed = _run_seed(seed, in_group)
+    run_seed = _run_seed(args.seed, in_group)
     dtype_names = ",".join(dtype_name(d) for d in dtypes or ()) or "all"
     cells = [cell_name(name, opts, device, dtype_names) for name, _, opts in rows]
     speak = not in_group or dist.get_rank() == 0
@@ -153,8 +135,8 @@ def run_sharded_verify(
             progress.step(f"{name} [{','.join(opts) or '-'}] sharding={sharding}")
             report = verify_sharded_embedding(
                 fn, sharding=sharding, world_size=world_size, options=opts, dtypes=dtypes,
-                devices=[device], max_examples=max_examples, backward=backward,
-                seed=cell_seed(run_seed, cell), boundaries=boundaries, **(sizes or {}),
+                devices=[device], max_examples=args.max_examples, backward=not args.forward_only,
+                seed=cell_seed(run_seed, cell), boundaries=boundaries, **size_knobs(args),
             )  # fmt: skip
             reports.append(report)
             if in_group and broken_group() is not None:
@@ -164,14 +146,18 @@ def run_sharded_verify(
     if broken is not None and dist.get_rank() != 0:
         err.write(f"rank {dist.get_rank()}: {broken}\n")
     if speak:
-        results = [
-            _row(name, opts, cell, report, sharding, device, run_seed, replay_flags)
-            for (name, _, opts), cell, report in zip(rows, cells, reports, strict=False)
-        ]
+        flags = [*replay_flags(args), *budget_flags(args.max_examples, boundaries)]
+        results: list[dict[str, Any]] = []
+        for (name, _, opts), cell, report in zip(rows, cells, reports, strict=False):
+            # A row's fields, for the table and ``--json`` (the group is the report's ``sharded``).
+            world = report.sharded.world_size if report.sharded is not None else 0
+            group = ["--sharding", sharding, "--world-size", str(world), *flags]
+            fields = {"implementation": name, "options": list(opts), "device": device}
+            results.append(result_row(report, cell, run_seed, group, **fields))
         emit_results(
             results, reports, schema=JSON_SCHEMA,
-            run_seed=run_seed, max_examples=max_examples, boundaries=boundaries,
-            columns=_COLUMNS, json_path=json_path, out=out, err=err,
+            run_seed=run_seed, max_examples=args.max_examples, boundaries=boundaries,
+            columns=_COLUMNS, json_path=args.json, out=out, err=err,
         )  # fmt: skip
     if in_group and broken is None:
         dist.barrier()
@@ -187,24 +173,6 @@ def _run_seed(seed: int | None, in_group: bool) -> int:
         dist.broadcast_object_list(drawn, src=0)
     assert drawn[0] is not None
     return drawn[0]
-
-
-def _row(
-    name: str,
-    opts: tuple[str, ...],
-    cell: str,
-    report: VerificationReport,
-    sharding: str,
-    device: str,
-    run_seed: int,
-    replay_flags: Sequence[str],
-) -> dict[str, Any]:
-    """A row's fields, for the table and ``--json`` (the group is the report's ``sharded``)."""
-    world = report.sharded.world_size if report.sharded is not None else 0
-    flags = ["--sharding", sharding, "--world-size", str(world), *replay_flags]
-    return result_row(
-        report, cell, run_seed, flags, implementation=name, options=list(opts), device=device
-    )
 
 
 #: The columns of the sharded results table after "result" (see ``emit_results``).

@@ -10,8 +10,6 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-__all__ = ["UsageError", "int_at_least"]
-
 
 class UsageError(Exception):
     """A bad command line: reported in one line with exit status 2."""

@@ -35,15 +35,6 @@ from .tensors import (
     is_large_table,
 )
 
-__all__ = [
-    "BAG_INVALID_KINDS",
-    "CRASHING_BAG_INVALID_KINDS",
-    "check_bag_options",
-    "check_invalid",
-    "check_modes",
-    "embedding_bag_case",
-]
-
 #: Kinds of bad input drawn by ``embedding_bag_cases(invalid=True)``: every one of them makes
 #: ``F.embedding_bag`` (torch 2.13, CPU) raise or return, never crash.
 BAG_INVALID_KINDS: tuple[str, ...] = (
@@ -127,11 +118,8 @@ def _default_invalid_kinds(options: Sequence[str], modes: Sequence[str]) -> tupl
     kinds = []
     for kind in BAG_INVALID_KINDS:
         option, kind_modes = _INVALID_NEEDS.get(kind, (None, BAG_MODES))
-        if option is not None and option not in options:
-            continue
-        if not set(kind_modes) & set(modes):
-            continue
-        kinds.append(kind)
+        if (option is None or option in options) and set(kind_modes) & set(modes):
+            kinds.append(kind)
     return tuple(kinds)
 
 
@@ -304,9 +292,7 @@ def embedding_bag_case(
     if option_drawn(draw, options, "per_sample_weights", mode):
         psw_seed = draw(SEEDS, label="per_sample_weights seed")
     grad_seed = draw(SEEDS, label="grad seed")
-    case = EmbeddingBagCase(
-        ids, weight, offsets, b.index_dtype, mode, kwargs, psw_seed, grad_seed, None
-    )
+    case = EmbeddingBagCase(ids, weight, offsets, b.index_dtype, mode, kwargs, psw_seed, grad_seed)
     if invalid is not None:
         kinds = invalid or _default_invalid_kinds(options, modes)
         case = draw(_make_invalid(case, kinds), label="invalid case")
@@ -330,10 +316,8 @@ def _make_invalid(
     n = len(values)
     kwargs = dict(case.kwargs)
     offsets: tuple[int, ...] | None = (0,)
-    mode = case.mode
-    psw = case.per_sample_weights_seed
+    mode, psw, ids_dtype = case.mode, case.per_sample_weights_seed, case.offsets_dtype
     shape: tuple[int, ...] = (n,)
-    ids_dtype = case.offsets_dtype
     detail = ""
     if kind in LOOKUP_INVALID_KINDS:
         bad = draw_bad_lookup(draw, kind, values, v, ids_dtype)

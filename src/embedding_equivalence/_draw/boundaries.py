@@ -11,6 +11,13 @@ its seed. Every verifier therefore runs this fixed phase first, the same under e
   dtype requested;
 - **options**: each requested option and each combination of them, on a 0-d id (the padding
   row) and on a short input with repeats;
+- **values** at the limits of each dtype (``boundary_data.value_sets``): table entries and
+  upstream gradients at the largest finite value and the smallest normal and subnormal
+  ones, ``+x`` and ``-x`` on one row, a ``-0.0``, sums past a narrower dtype's range and,
+  under ``scale_grad_by_freq``, a float16 sum past its range before the division; through
+  every bag mode; quantized scales at their limits with stored values and zero points at
+  theirs. Each is a ``(3, 2)`` table, cheap, before the sizes: a kernel that accumulates in a
+  narrower dtype, flushes subnormals or divides after an overflowing sum fails here at once;
 - **bad input** at its edges (CPU only): id ``-1``, id ``V``, the most negative id of the
   index dtype, a bad id in the last position of a long input, floating ids, ``padding_idx``
   at ``-V - 1`` and ``V``;
@@ -32,6 +39,7 @@ still fails.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -40,15 +48,20 @@ import torch
 
 from ..forms.dtypes import dtype_name
 from ..forms.options import option_applies
+from ..forms.quantized import check_scheme
 from .boundary_data import (
     _EDGES,
     _GRAD_SEED,
     _N_ROWS,
+    _NOT_AT_VALUES,
+    _NOT_IN_VALUE_BAGS,
     _OTHER_NORMS,
     _REPEATS,
     _TABLE_SEED,
+    _VALUE_IDS,
     LIMITS,
     Boundary,
+    ValueBagCase,
     _bad_lookups,
     _edges,
     _embedding,
@@ -58,13 +71,14 @@ from .boundary_data import (
     _size_axis,
     _table,
     _Turns,
+    _value_boundaries,
     around_powers_of_two,
     option_sets,
+    value_limits,
+    value_sets,
 )
 from .cases import EmbeddingBagCase, EmbeddingCase
-from .recipes import IdsRecipe, IdsRun
-
-__all__ = ["bag_boundaries", "embedding_boundaries", "quantized_boundaries"]
+from .recipes import Entries, IdsRecipe, IdsRun
 
 #: The edges of ``boundary_data._EDGES`` that a quantized lookup meets: its ids'.
 _QUANTIZED_EDGES = ("0-d ids", "empty ids", "2-d ids", "transposed ids", "sliced ids")
@@ -81,16 +95,19 @@ def embedding_boundaries(
         devices: the devices requested (bad input only on the CPU).
 
     Yields:
-        [`Boundary`][] examples: edges, options, bad input, then the size axes.
+        [`Boundary`][] examples: edges, options, values, bad input, then the size axes.
     """
     turns = _Turns(tuple(dtypes), tuple(devices))
     all_options = _largest_set(options)
-    # Edges, in every dtype: shapes and layouts of the ids, layouts of the table.
 
+    def lookup(runs: Any, v: int, d: int, padding: int, *turn: Any, **kw: Any) -> EmbeddingCase:
+        """A lookup with every requested option on (``padding``: the padding row)."""
+        return _embedding(runs, v, d, _lookup_kwargs(all_options, padding), *turn, **kw)
+
+    # Edges, in every dtype: shapes and layouts of the ids, layouts of the table.
     def edge(runs: Any, shape: Any, ids_layout: str, table_layout: str, *turn: Any) -> Any:
-        kwargs = _lookup_kwargs(all_options, 2)
-        return _embedding(runs, 5, 3, kwargs, *turn, shape=shape, ids_layout=ids_layout,
-                          table_layout=table_layout)  # fmt: skip
+        return lookup(runs, 5, 3, 2, *turn, shape=shape, ids_layout=ids_layout,
+                      table_layout=table_layout)  # fmt: skip
 
     yield from _edges(turns, _EDGES, edge)
     # Each combination of the options, on a 0-d padding id and a short input with repeats.
@@ -111,36 +128,39 @@ def embedding_boundaries(
             case = _embedding(_REPEATS, 3, 4, kwargs, dtype, index, device)
             what = f"max_norm with norm_type={norm} on ids [2, 0, 0, 1, 0] ({dtype_name(dtype)})"
             yield Boundary("options", None, what, case)
+    # Values at the limits of each dtype (``value_sets``), the options on but those left out
+    # there (``_NOT_AT_VALUES``); padding row 0 is not looked up.
+    at_values = [o for o in all_options if o not in _NOT_AT_VALUES]
+    yield from _value_boundaries(
+        turns, lambda dt: value_sets(dt, "scale_grad_by_freq" in at_values),
+        lambda values, *turn: _embedding(_VALUE_IDS, 3, 2, _lookup_kwargs(at_values, 0), *turn,
+                                         values=values),
+        "",
+    )  # fmt: skip
     yield from _bad_lookups(
         options, turns,
         lambda runs, v, kwargs, index, why: _embedding(
             runs, v, 1, kwargs, torch.float32, index, "cpu", invalid=why
         ),
     )  # fmt: skip
-    # The size axes, one at a time, every requested option on.
+    # The size axes, one at a time, every requested option on: N first (its ids repeat at most
+    # 252 times, so a failure there is not the repeats'), D on ids 0, 3, 1, 4 (the first and
+    # the last row), row 1 k times then row 2 once, V past the renorm's rows without max_norm.
+    axes: dict[str, Callable[..., EmbeddingCase]] = {
+        "N": lambda n, *turn: lookup((IdsRun(0, n, 1, _N_ROWS),), _N_ROWS, 3, 1, *turn),
+        "D": lambda d, *turn: lookup((IdsRun(0, 4, 3, 5),), 5, d, 3, *turn),
+        "repeats": lambda k, *turn: lookup((IdsRun(1, k, 0), IdsRun(2, 1)), 3, 2, 2, *turn),
+        "V": lambda v, *turn: _embedding(
+            _vocab_ids(v), v, 1, _lookup_kwargs(_past_renorm_copies(all_options, v), v // 2), *turn
+        ),
+    }
+    for axis, make in axes.items():
+        yield from _size_axis(axis, turns, make)
 
-    def repeats(k: int, dtype: torch.dtype, index: torch.dtype, device: str) -> EmbeddingCase:
-        runs = (IdsRun(1, k, 0), IdsRun(2, 1))  # row 1 k times, then row 2 once
-        return _embedding(runs, 3, 2, _lookup_kwargs(all_options, 2), dtype, index, device)
 
-    def width(d: int, dtype: torch.dtype, index: torch.dtype, device: str) -> EmbeddingCase:
-        runs = (IdsRun(0, 4, 3, 5),)  # 0, 3, 1, 4: the first and the last row
-        return _embedding(runs, 5, d, _lookup_kwargs(all_options, 3), dtype, index, device)
-
-    def count(n: int, dtype: torch.dtype, index: torch.dtype, device: str) -> EmbeddingCase:
-        runs = (IdsRun(0, n, 1, _N_ROWS),)  # at most 252 repeats of a row
-        return _embedding(runs, _N_ROWS, 3, _lookup_kwargs(all_options, 1), dtype, index, device)
-
-    def vocab(v: int, dtype: torch.dtype, index: torch.dtype, device: str) -> EmbeddingCase:
-        runs = (IdsRun(0, 1), IdsRun(v - 1, 1), IdsRun(v // 2, 1), IdsRun(v - 1, 1))
-        kwargs = _lookup_kwargs(_past_renorm_copies(all_options, v), v // 2)
-        return _embedding(runs, v, 1, kwargs, dtype, index, device)
-
-    # N first: its ids repeat at most 252 times, so a failure there is not the repeats'.
-    yield from _size_axis("N", turns, count)
-    yield from _size_axis("D", turns, width)
-    yield from _size_axis("repeats", turns, repeats)
-    yield from _size_axis("V", turns, vocab)
+def _vocab_ids(v: int) -> tuple[IdsRun, ...]:
+    """The ids of the ``V`` axis: the first row, the last (twice) and the middle one."""
+    return (IdsRun(0, 1), IdsRun(v - 1, 1), IdsRun(v // 2, 1), IdsRun(v - 1, 1))
 
 
 # --- bags -------------------------------------------------------------------------------------
@@ -160,9 +180,9 @@ def _bag(
     starts: tuple[int, ...] | None,
     v: int,
     d: int,
-    mode: str,
     options: Sequence[str],
     padding_row: int,
+    mode: str,
     dtype: torch.dtype,
     index: torch.dtype,
     device: str,
@@ -171,11 +191,13 @@ def _bag(
     invalid: str | None = None,
     raw: dict[str, Any] | None = None,
     end: bool = True,
+    values: tuple[Entries, Entries] | None = None,
 ) -> EmbeddingBagCase:
     """A bag call: ids ``runs``, bags starting at ``starts`` (``None``: a 2-D input).
 
     Under ``include_last_offset`` the end of the input is appended to the offsets, unless
-    ``end`` is false (ids after the last offset then belong to no bag).
+    ``end`` is false (ids after the last offset then belong to no bag). ``values``: the
+    entries of the table and of the upstream gradient to place (those of its rows).
     """
     kwargs, weighted = _bag_kwargs(options, mode, padding_row)
     if raw is not None:
@@ -186,7 +208,11 @@ def _bag(
         offsets = (*starts, len(ids.values))
     psw = _GRAD_SEED + 1 if weighted else None
     table = _table(v, d, dtype, device)
-    return EmbeddingBagCase(ids, table, offsets, index, mode, kwargs, psw, _GRAD_SEED, invalid)
+    if values is None:
+        return EmbeddingBagCase(ids, table, offsets, index, mode, kwargs, psw, _GRAD_SEED, invalid)
+    table, bags = dataclasses.replace(table, specials=values[0]), len(starts or ())
+    grads = tuple(e for e in values[1] if e[0] < bags)
+    return ValueBagCase(ids, table, offsets, index, mode, kwargs, psw, _GRAD_SEED, invalid, grads)
 
 
 def bag_boundaries(
@@ -199,8 +225,9 @@ def bag_boundaries(
 
     The modes take turns with the dtypes: every mode meets every axis past every power of
     two. Bags at their edges: an empty bag first, last, all bags empty, no bags at all, 2-D
-    inputs (one of ``(B, 0)``), ids after the last offset under ``include_last_offset``; bad
-    offsets (not starting at 0, decreasing, past the end);
+    inputs (one of ``(B, 0)``), ids after the last offset under ``include_last_offset``; the
+    value examples in every mode and dtype; bad offsets (not starting at 0, decreasing, past
+    the end);
     then the length of one bag (first or last), the number of bags, the number of empty bags
     at the start and at the end (around two short bags), ``D`` and ``V``.
 
@@ -235,14 +262,13 @@ def bag_boundaries(
     for what, runs, starts, shape in edges:
         for _ in modes:
             mode, dtype, index, device = at(next(turn))
-            case = _bag(runs, starts, 3, 2, mode, all_options, 2, dtype, index, device,
-                        shape=shape)  # fmt: skip
+            case = _bag(runs, starts, 3, 2, all_options, 2, mode, dtype, index, device, shape=shape)
             yield Boundary("edge", None, f"{what} (mode={mode!r}, {dtype_name(dtype)})", case)
     if "include_last_offset" in options:
         for mode in modes:
             _, dtype, index, device = at(next(turn))
             raw = {"include_last_offset": True}
-            case = _bag((IdsRun(0, 3),), (0, 1), 3, 2, mode, (), 2, dtype, index, device, raw=raw,
+            case = _bag((IdsRun(0, 3),), (0, 1), 3, 2, (), 2, mode, dtype, index, device, raw=raw,
                         end=False)  # fmt: skip
             yield Boundary("edge", None, f"an id after the last offset (mode={mode!r})", case)
     for combo in option_sets(options):
@@ -250,20 +276,27 @@ def bag_boundaries(
             if not all(option_applies(o, mode) for o in combo):
                 continue
             _, dtype, index, device = at(next(turn))
-            case = _bag(_REPEATS, (0, 2), 3, 4, mode, combo, -1, dtype, index, device)
+            case = _bag(_REPEATS, (0, 2), 3, 4, combo, -1, mode, dtype, index, device)
             text = (
                 f"{', '.join(combo)} on bags [2, 0], [0, 1, 0] (mode={mode!r}, {dtype_name(dtype)})"
             )
             yield Boundary("options", None, text, case)
+    at_values = [o for o in all_options if o not in _NOT_IN_VALUE_BAGS]
+    for mode in modes:
+        yield from _value_boundaries(
+            turns, value_sets,
+            lambda values, *turn, mode=mode: _bag(_VALUE_IDS, (0, 2), 3, 2, at_values, 0, mode,
+                                                  *turn, values=values),
+            f"mode={mode!r}, ",
+        )  # fmt: skip
     if "cpu" in turns.devices:
-
-        def bad(
-            runs: tuple[IdsRun, ...], v: int, kwargs: dict[str, Any], index: torch.dtype, why: str
-        ) -> EmbeddingBagCase:
-            return _bag(runs, (0,), v, 1, modes[0], (), 0, torch.float32, index, "cpu",
-                        invalid=why, raw=kwargs)  # fmt: skip
-
-        yield from _bad_lookups(options, turns, bad)
+        yield from _bad_lookups(
+            options, turns,
+            lambda runs, v, kwargs, index, why: _bag(
+                runs, (0,), v, 1, (), 0, modes[0], torch.float32, index, "cpu", invalid=why,
+                raw=kwargs,
+            ),
+        )  # fmt: skip
         bad_offsets = [
             ("offsets not starting at 0", (1, 2)),
             ("decreasing offsets", (0, 2, 1)),
@@ -271,36 +304,32 @@ def bag_boundaries(
         ]
         for what, starts in bad_offsets:
             for mode in modes:
-                case = _bag((IdsRun(0, 3),), starts, 3, 1, mode, (), 0, torch.float32,
+                case = _bag((IdsRun(0, 3),), starts, 3, 1, (), 0, mode, torch.float32,
                             torch.int64, "cpu", invalid=f"{what} (offsets={list(starts)})",
                             raw={})  # fmt: skip
                 yield Boundary("bad input", None, f"{what} (mode={mode!r})", case)
 
-    def length(n: int, mode: str, dtype: torch.dtype, index: torch.dtype, device: str) -> Any:
+    def length(n: int, *turn: Any) -> EmbeddingBagCase:
         # One bag of n ids, first for even n and last for odd n, beside a bag of two.
         long, short = IdsRun(0, n, 1, 7), IdsRun(5, 2, 1)
         runs, starts = ((long, short), (0, n)) if n % 2 == 0 else ((short, long), (0, 2))
-        return _bag(runs, starts, 7, 2, mode, all_options, 3, dtype, index, device)
+        return _bag(runs, starts, 7, 2, all_options, 3, *turn)
 
-    def count(b: int, mode: str, dtype: torch.dtype, index: torch.dtype, device: str) -> Any:
+    def count(b: int, *turn: Any) -> EmbeddingBagCase:
         runs = (IdsRun(0, b, 1, _N_ROWS),)  # b bags of one id each
-        starts = tuple(range(b))
-        return _bag(runs, starts, _N_ROWS, 2, mode, all_options, 1, dtype, index, device)
+        return _bag(runs, tuple(range(b)), _N_ROWS, 2, all_options, 1, *turn)
 
-    def empty(e: int, mode: str, dtype: torch.dtype, index: torch.dtype, device: str) -> Any:
+    def empty(e: int, *turn: Any) -> EmbeddingBagCase:
         # e empty bags, bags [0, 1, 2] and [5, 6] (2 the padding row), e empty bags.
-        runs = (IdsRun(0, 3, 1, 7), IdsRun(5, 2, 1))
         starts = (0,) * e + (0, 3) + (5,) * e
-        return _bag(runs, starts, 7, 2, mode, all_options, 2, dtype, index, device)
+        return _bag((IdsRun(0, 3, 1, 7), IdsRun(5, 2, 1)), starts, 7, 2, all_options, 2, *turn)
 
-    def width(d: int, mode: str, dtype: torch.dtype, index: torch.dtype, device: str) -> Any:
-        runs = (IdsRun(0, 4, 3, 5),)
-        return _bag(runs, (0, 2), 5, d, mode, all_options, 3, dtype, index, device)
+    def width(d: int, *turn: Any) -> EmbeddingBagCase:
+        return _bag((IdsRun(0, 4, 3, 5),), (0, 2), 5, d, all_options, 3, *turn)
 
-    def vocab(v: int, mode: str, dtype: torch.dtype, index: torch.dtype, device: str) -> Any:
-        runs = (IdsRun(0, 1), IdsRun(v - 1, 1), IdsRun(v // 2, 1), IdsRun(v - 1, 1))
+    def vocab(v: int, *turn: Any) -> EmbeddingBagCase:
         options = _past_renorm_copies(all_options, v)
-        return _bag(runs, (0, 2), v, 1, mode, options, v // 2, dtype, index, device)
+        return _bag(_vocab_ids(v), (0, 2), v, 1, options, v // 2, *turn)
 
     yield from _size_axis("bag length", at, length)
     yield from _size_axis("bags", at, count)
@@ -312,13 +341,31 @@ def bag_boundaries(
 # --- quantized tables ---------------------------------------------------------------------------
 
 
+def _stored_limits(scheme: str, symmetric: bool) -> tuple[tuple[int, int], ...]:
+    """``(code, zero point)`` of the stored value 1, of the largest and of the most negative.
+
+    The largest ``q - zp`` is ``qmax - qmin`` with the zero point at ``qmin`` (255 for int8),
+    the most negative ``qmin - qmax``; symmetric int8 has ``-128`` and ``127``; float8 stores
+    ``1.0`` and its largest finite value of either sign (codes as bytes).
+    """
+    s = check_scheme(scheme, "quantized_boundaries")
+    if s.is_float8:
+        top = float(torch.finfo(s.storage).max)
+        byte = [int(torch.tensor(x, dtype=s.storage).view(torch.uint8)) for x in (1.0, top, -top)]
+        return tuple((b, 0) for b in byte)
+    if symmetric:
+        return (1, 0), (s.qmin, 0), (s.qmax, 0)
+    return (1, 0), (s.qmax, s.qmin), (s.qmin, s.qmax)
+
+
 def quantized_boundaries(
     scheme: str, symmetric: bool, dtypes: Sequence[torch.dtype], devices: Sequence[str]
 ) -> Iterator[Boundary]:
     """The boundary examples of a quantized lookup, in the order they run.
 
-    Edges of the ids (0-d, empty, 2-D, non-contiguous), bad ids at their edges, then ``N``,
-    ``D`` (even values for ``"uint4"``, two columns a byte) and ``V``.
+    Edges of the ids (0-d, empty, 2-D, non-contiguous), scales, stored values and zero points
+    at their limits, bad ids at their edges, then ``N``, ``D`` (even values for ``"uint4"``,
+    two columns a byte) and ``V``.
 
     Args:
         scheme: the quantization scheme.
@@ -344,10 +391,12 @@ def quantized_boundaries(
         shape: tuple[int, ...] | None = None,
         layout: str = "contiguous",
         invalid: str | None = None,
+        **values: Any,
     ) -> QuantizedEmbeddingCase:
         ids = IdsRecipe.from_runs(runs, shape, index, device, layout)
         table = QuantizedTableRecipe(scheme, v, d + d % 2 if packed else d, dtype, device,
-                                     _TABLE_SEED + v + d, (-2, 2), symmetric)  # fmt: skip
+                                     _TABLE_SEED + v + d, (-2, 2), symmetric,
+                                     **values)  # fmt: skip
         return QuantizedEmbeddingCase(ids, table, invalid)
 
     # The edges of the ids (the table is stored contiguous).
@@ -356,6 +405,28 @@ def quantized_boundaries(
         turns, edges,
         lambda runs, shape, layout, _, dt, ix, dev: case(runs, 5, 4, dt, ix, dev, shape, layout),
     )  # fmt: skip
+
+    # Values at their limits, in every dtype: scales at the largest finite value (rows that
+    # stay finite, overflow, are zero) and at the smallest subnormal and normal values, stored
+    # values at both ends of their range with zero points at theirs; float32's limits for
+    # float64 scales, as they are drawn.
+    unit, top, bottom = _stored_limits(scheme, symmetric)
+
+    def limits_of(dtype: torch.dtype) -> list[tuple[str, dict[str, Any], Entries]]:
+        big, tiny, sub = value_limits(dtype if dtype.itemsize <= 4 else torch.float32)
+        zero = (None, bottom[1])  # a row of zero points: zeros
+        sets = (("the largest finite scale", ((big, unit), (big, top), (big, zero))),
+                ("the smallest subnormal and normal scales", ((sub, top), (sub, bottom),
+                                                              (tiny, unit))))  # fmt: skip
+        return [(what, {
+            "limits": tuple((r, scale, zp) for r, (scale, (_, zp)) in enumerate(rows)),
+            "constant_rows": tuple((r, c) for r, (_, (c, _)) in enumerate(rows) if c is not None),
+            "zero_rows": tuple(r for r, (_, (c, _)) in enumerate(rows) if c is None),
+        }, ()) for what, rows in sets]  # fmt: skip
+
+    yield from _value_boundaries(
+        turns, limits_of, lambda t, *turn: case((IdsRun(0, 3),), 3, 2, *turn, **t[0]), ""
+    )
 
     def bad(
         runs: tuple[IdsRun, ...], v: int, kwargs: dict[str, Any], index: torch.dtype, why: str

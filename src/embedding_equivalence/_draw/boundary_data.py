@@ -10,6 +10,7 @@ under every seed.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Callable, Iterator, Sequence
@@ -20,10 +21,8 @@ import torch
 
 from ..forms.dtypes import dtype_name
 from ..forms.options import EXCLUSIVE_OPTIONS
-from .cases import EmbeddingCase
-from .recipes import IdsRecipe, IdsRun, WeightRecipe
-
-__all__ = ["LIMITS", "RENORM_ROWS", "Boundary", "around_powers_of_two", "option_sets"]
+from .cases import EmbeddingBagCase, EmbeddingCase
+from .recipes import Entries, IdsRecipe, IdsRun, WeightRecipe
 
 #: The largest size of each axis, the sizes users run: ids in one call, width, rows, repeats
 #: of one id, ids in one bag, bags in one call and empty bags at each end of the bags.
@@ -64,8 +63,8 @@ class Boundary:
 
     Attributes:
         axis: ``"N"``, ``"D"``, ``"V"``, ``"repeats"``, ``"bag length"``, ``"bags"``,
-            ``"empty bags"`` for a size, or ``"edge"``, ``"options"``, ``"bad input"`` for a
-            named edge.
+            ``"empty bags"`` for a size, or ``"edge"``, ``"options"``, ``"value"``, ``"bad
+            input"`` for a named edge.
         value: the size on a size axis (``None`` on a named edge).
         what: the edge in words, e.g. ``"0-d ids"`` or ``"id -1"``.
         case: the case to check.
@@ -97,13 +96,9 @@ def option_sets(
     Returns:
         The combinations, smallest first.
     """
-    sets = []
-    for size in range(1, len(options) + 1):
-        for combo in itertools.combinations(options, size):
-            if any(a in combo and b in combo for a, b in exclusive):
-                continue
-            sets.append(combo)
-    return sets
+    sizes = range(1, len(options) + 1)
+    combos = [c for size in sizes for c in itertools.combinations(options, size)]
+    return [c for c in combos if not any(a in c and b in c for a, b in exclusive)]
 
 
 def _largest_set(
@@ -126,8 +121,7 @@ def _lookup_kwargs(
     if "padding_idx" in options:
         kwargs["padding_idx"] = padding_row
     if "max_norm" in options:
-        kwargs["max_norm"] = 1.0
-        kwargs["norm_type"] = norm_type
+        kwargs.update(max_norm=1.0, norm_type=norm_type)
     if "scale_grad_by_freq" in options:
         kwargs["scale_grad_by_freq"] = True
     if "sparse" in options:
@@ -169,10 +163,15 @@ def _embedding(
     ids_layout: str = "contiguous",
     table_layout: str = "contiguous",
     invalid: str | None = None,
+    values: tuple[Entries, Entries] | None = None,
 ) -> EmbeddingCase:
+    """A lookup; ``values``: the entries of the table and of the upstream gradient to place."""
     ids = IdsRecipe.from_runs(runs, shape, index, device, ids_layout)
     table = _table(v, d, dtype, device, table_layout)
-    return EmbeddingCase(ids, table, kwargs, _GRAD_SEED, invalid)
+    if values is None:
+        return EmbeddingCase(ids, table, kwargs, _GRAD_SEED, invalid)
+    table = dataclasses.replace(table, specials=values[0])
+    return ValueEmbeddingCase(ids, table, kwargs, _GRAD_SEED, invalid, values[1])
 
 
 def _size_axis(
@@ -273,3 +272,114 @@ def _bad_lookups(
             why = f"padding_idx={padding} outside [-{v}, {v})"
             case = make((IdsRun(0, 2),), v, {"padding_idx": padding}, torch.int64, why)
             yield Boundary("bad input", None, f"padding_idx = {padding} with V = {v}", case)
+
+
+# --- values at the limits of a dtype --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ValueEmbeddingCase(EmbeddingCase):
+    """An [`EmbeddingCase`][] whose upstream gradient holds ``grad_values`` ([`value_sets`][])."""
+
+    grad_values: Entries = ()
+
+
+@dataclass(frozen=True)
+class ValueBagCase(EmbeddingBagCase):
+    """An [`EmbeddingBagCase`][] whose upstream gradient holds ``grad_values``."""
+
+    grad_values: Entries = ()
+
+
+def value_limits(dtype: torch.dtype) -> tuple[float, float, float]:
+    """The largest finite value of ``dtype``, its smallest normal and its smallest subnormal."""
+    info = torch.finfo(dtype)
+    return float(info.max), float(info.smallest_normal), float(info.smallest_normal) * info.eps
+
+
+def _fits_once(dtype: torch.dtype) -> float:
+    """``0.75 * 2**e`` with ``2**e`` just past ``dtype``'s largest value: it fits, twice it not."""
+    return math.ldexp(0.75, math.frexp(float(torch.finfo(dtype).max))[1])
+
+
+def _pair(row: int, x: float) -> Entries:
+    """``+x`` and ``-x`` in the two columns of ``row``."""
+    return ((row, 0, x), (row, 1, -x))
+
+
+#: The ids of every value example, ``[1, 2, 1]`` into a ``(3, 2)`` table (bags ``[1, 2]`` and
+#: ``[1]`` at offsets ``(0, 2)``): row 1's gradient sums upstream rows 0 and 2 (bags 0 and 1).
+_VALUE_IDS = (IdsRun(1, 2), IdsRun(1, 1))
+#: Options left out of the value examples: a renorm's bound is relative to the row (it says
+#: nothing at the largest values, where torch's own norm overflows), and drawn per-sample
+#: weights above 1 would carry a bag past the largest value. Bags leave out
+#: ``scale_grad_by_freq`` too: the value ids repeat row 1 beside row 2, where torch's own CPU
+#: backward divides by another row's count (``bag-scale-grad-by-freq-count`` in
+#: ``_engine.torch_defects``), which is not what these examples are about.
+_NOT_AT_VALUES = ("max_norm", "per_sample_weights")
+_NOT_IN_VALUE_BAGS = (*_NOT_AT_VALUES, "scale_grad_by_freq")
+
+
+def value_sets(dtype: torch.dtype, scaled: bool = False) -> list[tuple[str, Entries, Entries]]:
+    """The value examples of ``dtype``: ``(what, table entries, upstream gradient entries)``.
+
+    Each crosses one boundary of magnitude on the ids ``[1, 2, 1]`` (bags ``[1, 2]``, ``[1]``),
+    and every exact value, and every sum of terms of one sign, stays within ``dtype``'s range
+    (the oracle holds a result to the exact value, never to an infinity); no two rows of a bag
+    tie (``max``'s choice among ties is another boundary's):
+
+    - the largest finite value ``M`` in the table and the gradients, ``+M`` and ``-M`` summed
+      on one row (a bag ``[M, -M]``; a narrower copy or accumulator gives ``inf`` or NaN);
+    - the smallest normal and subnormal values (a flush to zero loses them), and a ``-0.0``;
+      a row or bag that sums or halves them gets even multiples of the smallest subnormal,
+      so that every correct order of operations is exact;
+    - sums past the largest value of a narrower dtype, the widest whose largest value is
+      below half of ``dtype``'s (bfloat16 and float32 gradients, rows and bag sums past
+      float16's 65,504; float64's past float32's range), each term within it;
+    - with ``scaled`` (``scale_grad_by_freq``), where twice the dtype's largest value still
+      fits float32 (float16): a row's gradient sum past the dtype's range whose quotient by
+      its count is within it. Torch scales each occurrence; a kernel that sums first in the
+      dtype overflows (a float32 accumulator does not).
+
+    Args:
+        dtype: the table's dtype.
+        scaled: include the example of ``scale_grad_by_freq``.
+
+    Returns:
+        The examples, the entries as [`Entries`][embedding_equivalence._draw.recipes.Entries].
+    """
+    top, tiny, sub = value_limits(dtype)
+    sets = [
+        ("the largest finite values, +x and -x on one row", _pair(1, top) + _pair(2, -top),
+         _pair(0, top) + _pair(1, -top) + _pair(2, -top)),
+        ("the smallest normal and subnormal values",
+         ((1, 0, tiny), (1, 1, -sub), (2, 0, 2 * sub), (2, 1, 3 * sub)),
+         ((0, 0, 2 * sub), (0, 1, tiny), (1, 0, -sub), (1, 1, -0.0), (2, 0, 2 * sub),
+          (2, 1, -2 * sub))),
+    ]  # fmt: skip
+    limit = value_limits(torch.float32)[0]
+    narrow = next((n for n in (torch.float32, torch.float16) if 2 * value_limits(n)[0] < top), None)
+    if narrow is not None:
+        x = _fits_once(narrow)
+        what = f"sums past {dtype_name(narrow)}'s largest value"
+        sets.append((what, _pair(1, x) + _pair(2, x / 2), _pair(0, x) + _pair(1, x) + _pair(2, x)))
+    if scaled and 2 * top < limit:
+        x = _fits_once(dtype)
+        what = "a row's gradient sum past the largest value, before scale_grad_by_freq divides"
+        sets.append((what, (), _pair(0, x) + _pair(2, x)))
+    return sets
+
+
+def _value_boundaries(
+    turns: _Turns, sets: Callable[[torch.dtype], list[Any]], make: Callable[..., Any], label: str
+) -> Iterator[Boundary]:
+    """Each value example of each dtype: ``make((table, gradient entries), dtype, index, device)``.
+
+    The index dtypes and devices take turns along the examples; ``label`` follows ``what``.
+    """
+    turn = itertools.count()
+    for dtype in turns.dtypes:
+        for what, table, grads in sets(dtype):
+            _, index, device = turns.at(next(turn))
+            case = make((table, grads), dtype, index, device)
+            yield Boundary("value", None, f"{what} ({label}{dtype_name(dtype)})", case)

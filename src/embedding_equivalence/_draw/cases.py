@@ -8,7 +8,7 @@ tensors and asserts the exact check.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -16,6 +16,7 @@ import torch
 
 from ..oracle.call import Call
 from .recipes import (
+    Entries,
     IdsRecipe,
     WeightRecipe,
     _randn,
@@ -25,7 +26,65 @@ from .recipes import (
     sequence_source,
 )
 
-__all__ = ["BagTensors", "EmbeddingBagCase", "EmbeddingCase", "TableFacts"]
+
+def snippet(
+    preamble: str,
+    helper: str,
+    tensors: list[str],
+    call: str,
+    invalid: str | None,
+    check: str,
+    prepare: Sequence[str] = (),
+    after: Sequence[str] = ("print(out)",),
+) -> str:
+    """A case's runnable snippet: it makes the tensors, checks the call exactly, then makes it.
+
+    The check runs first, on the tensors as they were: a kernel that changes its arguments
+    in place must meet them unchanged. An invalid case's snippet only makes the call, which
+    must raise ([`refusal_source`][]).
+
+    Args:
+        preamble: lines placed after ``import torch`` (e.g. the import of the candidate).
+        helper: the helper of ``testing`` that ``check`` calls.
+        tensors: the lines that make the tensors.
+        call: the call, e.g. ``candidate(input, weight)``.
+        invalid: ``None``, or why the reference refuses the call.
+        check: the exact check, a call of ``helper``.
+        prepare: lines before the check (what it reads besides the tensors).
+        after: the lines after ``out = call``.
+
+    Returns:
+        Python source.
+    """
+    lines = ["import torch", *([preamble.rstrip("\n")] if preamble else [])]
+    if invalid is None:
+        lines.append(f"from embedding_equivalence.testing import {helper}")
+    lines += ["", *tensors]
+    if invalid is not None:
+        return "\n".join(lines + refusal_source(call, invalid))
+    lines += [*prepare, "# The exact check: raises EquivalenceError while the bug is present."]
+    return "\n".join([*lines, check, f"out = {call}", *after])
+
+
+def refusal_source(call: str, invalid: str, printed: str = "") -> list[str]:
+    """The end of an invalid case's snippet: ``call`` must raise, and fails if it returns.
+
+    Args:
+        call: the call, e.g. ``candidate(input, weight)``.
+        invalid: why the reference refuses it, said when the call returns instead.
+        printed: what the refusal's print starts with, e.g. ``dist.get_rank(), ``.
+
+    Returns:
+        The snippet's lines.
+    """
+    return [
+        "try:",
+        f"    out = {call}",
+        "except Exception as error:",
+        f'    print({printed}"refused, as it must be:", repr(error))',
+        "else:",
+        f"    raise AssertionError({('the call must raise (' + invalid + ')')!r})",
+    ]
 
 
 class TableFacts:
@@ -61,25 +120,53 @@ class _CaseBase(TableFacts):
     ids: IdsRecipe
     grad_seed: int
     invalid: str | None
+    #: Entries written into the upstream gradient's ``(-1, D)`` view after its seeded draw:
+    #: none, but in the boundary phase's value examples (``boundary_data.value_sets``).
+    grad_values: Entries = ()
 
     def _grad_shape(self) -> tuple[int, ...]:
         raise NotImplementedError
 
     def grad_output(self) -> torch.Tensor:
         """The upstream gradient, ``N(0, 1)`` in float64 cast to the table's dtype and device."""
-        return _randn(self._grad_shape(), self.grad_seed, self.dtype, self.device)
+        shape, at = self._grad_shape(), self.grad_values
+        return _randn(shape, self.grad_seed, self.dtype, self.device, at)
 
     def grad_output_source(self, name: str = "grad_output") -> str:
         """Python that rebuilds [`grad_output`][]."""
-        return _randn_source(name, self._grad_shape(), self.grad_seed, self.dtype, self.device)
+        shape, at = self._grad_shape(), self.grad_values
+        return _randn_source(name, shape, self.grad_seed, self.dtype, self.device, at)
 
     def _source_parts(self) -> tuple[list[str], str, str]:
         """What the snippet adds: tensor lines, the call's arguments, the gradients printed."""
         raise NotImplementedError
 
-    def _check_source(self, fn: str, backward: bool) -> tuple[str, str]:
-        """The snippet's exact check: the helper of ``testing`` it imports, and its call."""
+    #: What the helpers of ``testing`` that check this kind of case start with.
+    _helper_prefix = "assert_"
+
+    def kwargs_source(self) -> str:
+        """The keyword arguments as Python source."""
         raise NotImplementedError
+
+    def _check_arguments(self) -> list[str]:
+        """The arguments of the exact check between the table and the upstream gradient."""
+        return []
+
+    def _check_source(self, fn: str, backward: bool) -> tuple[str, str]:
+        """The snippet's exact check: the helper of ``testing`` it imports, and its call.
+
+        ``assert_backward_equivalent(fn, input, table, grad_output, **kwargs)`` (of bags:
+        ``assert_bag_...`` with ``offsets`` after the table), or the forward's without
+        ``grad_output``.
+        """
+        helper = f"{self._helper_prefix}{'backward' if backward else 'forward'}_equivalent"
+        arguments = [fn, "input", "table", *self._check_arguments()]
+        arguments += ["grad_output"] if backward else []
+        return helper, f"{helper}({', '.join(arguments)}{self.kwargs_source()})"
+
+    def arguments_source(self) -> str:
+        """The call's arguments as the snippet of [`source`][] names them."""
+        return self._source_parts()[1]
 
     def source(self, fn: str = "candidate", backward: bool = True, preamble: str = "") -> str:
         """A runnable snippet that makes the tensors and calls ``fn`` on them.
@@ -92,36 +179,16 @@ class _CaseBase(TableFacts):
         Returns:
             Python source.
         """
-        lines = ["import torch"]
-        if preamble:
-            lines.append(preamble.rstrip("\n"))
         helper, check = self._check_source(fn, backward)
-        if self.invalid is None:
-            lines.append(f"from embedding_equivalence.testing import {helper}")
-        lines += ["", self.ids.source("input"), self.weight.source("weight")]
         extra, arguments, grads = self._source_parts()
-        lines += extra
-        if self.invalid is not None:
-            lines += [
-                "try:",
-                f"    out = {fn}({arguments})",
-                "except Exception as error:",
-                '    print("refused, as it must be:", repr(error))',
-                "else:",
-                f"    raise AssertionError({('the call must raise (' + self.invalid + ')')!r})",
-            ]
-            return "\n".join(lines)
-        lines.append("table = weight.detach().clone()  # before the call: max_norm renorms it")
-        lines.append(f"out = {fn}({arguments})")
+        tensors = [self.ids.source("input"), self.weight.source("weight"), *extra]
+        prepare = ["table = weight.detach().clone()  # before the call: max_norm renorms it"]
+        after = ["print(out)"]
         if backward:
-            lines.append(self.grad_output_source())
-            lines.append("out.backward(grad_output)")
-            lines.append(f"print(out, {grads})")
-        else:
-            lines.append("print(out)")
-        lines.append("# The exact check: raises EquivalenceError while the bug is present.")
-        lines.append(check)
-        return "\n".join(lines)
+            prepare.append(self.grad_output_source())
+            after = ["out.backward(grad_output)", f"print(out, {grads})"]
+        call = f"{fn}({arguments})"
+        return snippet(preamble, helper, tensors, call, self.invalid, check, prepare, after)
 
 
 @dataclass(frozen=True)
@@ -168,13 +235,6 @@ class EmbeddingCase(_CaseBase):
 
     def _source_parts(self) -> tuple[list[str], str, str]:
         return [], f"input, weight{self.kwargs_source()}", "weight.grad"
-
-    def _check_source(self, fn: str, backward: bool) -> tuple[str, str]:
-        if backward:
-            call = f"{fn}, input, table, grad_output{self.kwargs_source()}"
-            return "assert_backward_equivalent", f"assert_backward_equivalent({call})"
-        call = f"{fn}, input, table{self.kwargs_source()}"
-        return "assert_forward_equivalent", f"assert_forward_equivalent({call})"
 
 
 class BagTensors(NamedTuple):
@@ -312,10 +372,7 @@ class EmbeddingBagCase(_CaseBase):
             grads += ", per_sample_weights.grad"
         return lines, arguments + self.kwargs_source(), grads
 
-    def _check_source(self, fn: str, backward: bool) -> tuple[str, str]:
-        offsets = "offsets" if self.offsets is not None else "None"
-        if backward:
-            call = f"{fn}, input, table, {offsets}, grad_output{self.kwargs_source()}"
-            return "assert_bag_backward_equivalent", f"assert_bag_backward_equivalent({call})"
-        call = f"{fn}, input, table, {offsets}{self.kwargs_source()}"
-        return "assert_bag_forward_equivalent", f"assert_bag_forward_equivalent({call})"
+    _helper_prefix = "assert_bag_"
+
+    def _check_arguments(self) -> list[str]:
+        return ["offsets" if self.offsets is not None else "None"]

@@ -22,18 +22,6 @@ from .cases import EmbeddingCase
 from .recipes import IdsRecipe
 from .tensors import SEEDS, Basics, Looks, Ranges, draw_basics, draw_ids, draw_weight
 
-__all__ = [
-    "LOOKUP_INVALID_KINDS",
-    "BadLookup",
-    "draw_bad_lookup",
-    "draw_call_ids",
-    "draw_lookup_options",
-    "draw_some_ids",
-    "draw_spoilt_ids",
-    "embedding_case",
-    "option_drawn",
-]
-
 #: Kinds of bad input that both ``F.embedding`` and ``F.embedding_bag`` refuse.
 LOOKUP_INVALID_KINDS: tuple[str, ...] = (
     "id too large",
@@ -151,8 +139,7 @@ def draw_bad_lookup(
     elif kind == "floating ids":
         dtype = torch.float32
     else:  # "padding_idx out of range"
-        bad = [vocab_size, -vocab_size - 1]
-        padding_idx = draw(st.sampled_from(bad), label="bad padding_idx")
+        padding_idx = draw(st.sampled_from([vocab_size, -vocab_size - 1]), label="bad padding_idx")
     return BadLookup(tuple(values), dtype, position, padding_idx)
 
 
@@ -204,8 +191,9 @@ def embedding_case(
     kwargs = draw_lookup_options(draw, options, v, ids.values)
     grad_seed = draw(SEEDS, label="grad seed")
     reason = None
-    if invalid:
-        ids, bad, reason = draw_spoilt_ids(draw, LOOKUP_INVALID_KINDS, ids, v)
+    if invalid:  # a bad padding_idx only where it is named: nothing unnamed reaches the kernel
+        kinds = [k for k in LOOKUP_INVALID_KINDS if "padding_idx" in options or "padding" not in k]
+        ids, bad, reason = draw_spoilt_ids(draw, kinds, ids, v)
         if bad.padding_idx is not None:
             kwargs["padding_idx"] = bad.padding_idx
     note(

@@ -22,16 +22,10 @@ from hypothesis import strategies as st
 
 from ..forms.quantized import check_scheme
 from ..oracle.call import Call
+from .cases import snippet
 from .embeddings import draw_call_ids, draw_spoilt_ids
-from .recipes import IdsRecipe, dtype_source
+from .recipes import IdsRecipe, dtype_source, float_source
 from .tensors import SEEDS, Looks, Ranges, draw_basics
-
-__all__ = [
-    "QUANTIZED_INVALID_KINDS",
-    "QuantizedEmbeddingCase",
-    "QuantizedTableRecipe",
-    "quantized_case",
-]
 
 #: Kinds of bad input a quantized lookup must refuse (``F.embedding``'s, less ``padding_idx``).
 QUANTIZED_INVALID_KINDS: tuple[str, ...] = ("id too large", "negative id", "floating ids")
@@ -55,6 +49,8 @@ class QuantizedTableRecipe:
             ``"uint4"`` a 4-bit value, for float8 a byte).
         zero_rows: rows whose stored values all equal their zero point (or are zero):
             they dequantize to zeros.
+        limits: ``(row, scale, zero point)``: the scale (and, where there is one, the zero
+            point) of ``row``, set after the draw: values at their limits.
     """
 
     scheme: str
@@ -68,6 +64,7 @@ class QuantizedTableRecipe:
     finite: bool = True
     constant_rows: tuple[tuple[int, int], ...] = ()
     zero_rows: tuple[int, ...] = ()
+    limits: tuple[tuple[int, float, int], ...] = ()
 
     def source(self) -> str:
         """Python that makes ``qweight``, ``scale`` and ``zero_point`` (after ``import torch``)."""
@@ -82,10 +79,8 @@ class QuantizedTableRecipe:
         )
         affine = not s.is_float8 and not self.symmetric  # a zero point per row
         if s.is_float8:
-            for row, code in self.constant_rows:
-                lines.append(f"bits[{row}] = {code}  # a constant row")
-            for row in self.zero_rows:
-                lines.append(f"bits[{row}] = 0  # a row of zeros")
+            lines += [f"bits[{row}] = {code}  # a constant row" for row, code in self.constant_rows]
+            lines += [f"bits[{row}] = 0  # a row of zeros" for row in self.zero_rows]
             if self.finite:  # replace the codes of nan (and inf) by zeros
                 mask = "0x7F" if s.storage == torch.float8_e4m3fn else "0x7C"
                 lines.append(f"bits[(bits & {mask}) == {mask}] = 0  # finite codes only")
@@ -101,6 +96,10 @@ class QuantizedTableRecipe:
             )
         else:
             lines.append("zero_point = None")
+        for row, scale, zero_point in self.limits:
+            lines.append(f"scale[{row}] = {float_source(scale)}")
+            if affine:
+                lines.append(f"zero_point[{row}] = {zero_point}")
         if not s.is_float8:
             for row, code in self.constant_rows:
                 byte = code | code << 4 if s.packed else code
@@ -158,15 +157,16 @@ class QuantizedEmbeddingCase:
         )
 
     def source(self, fn: str = "candidate", backward: bool = False, preamble: str = "") -> str:
-        """A runnable snippet that makes the tensors and calls ``fn`` on them."""
-        lines = ["import torch"]
-        if preamble:
-            lines.append(preamble.rstrip("\n"))
-        lines += ["", self.ids.source("input"), self.table.source()]
-        lines.append(f"out = {fn}(input, qweight, scale, zero_point)")
-        if self.invalid is None:
-            lines.append("print(out)")
-        return "\n".join(lines)
+        """A runnable snippet that makes the tensors and calls ``fn`` on them.
+
+        A valid case's snippet runs the exact check first, on the tensors as they were; an
+        invalid case's fails unless the call raises (as the other cases' snippets do).
+        """
+        helper = "assert_quantized_equivalent"
+        check = f"{helper}({fn}, input, qweight, scale, zero_point, scheme={self.scheme!r})"
+        tensors = [self.ids.source("input"), self.table.source()]
+        call = f"{fn}(input, qweight, scale, zero_point)"
+        return snippet(preamble, helper, tensors, call, self.invalid, check)
 
 
 def _exponent_range(draw: st.DrawFn, dtype: torch.dtype) -> tuple[int, int]:

@@ -16,8 +16,6 @@ from typing import Any
 
 import torch
 
-__all__ = ["IdsRecipe", "IdsRun", "WeightRecipe", "dtype_source", "float_source", "kwargs_source"]
-
 #: Layouts of the weight: how the ``(V, D)`` view sits in its storage.
 WEIGHT_LAYOUTS = ("contiguous", "transposed", "sliced", "offset")
 #: Layouts of the ids.
@@ -36,10 +34,6 @@ def float_source(x: float) -> str:
     if math.isinf(x):
         return "float('inf')" if x > 0 else "float('-inf')"
     return repr(float(x))
-
-
-def _generator(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
 
 
 @dataclass(frozen=True)
@@ -73,19 +67,10 @@ class WeightRecipe:
     native: bool = False
 
     def values(self) -> torch.Tensor:
-        """The table's values as a contiguous CPU tensor of ``dtype``."""
-        v, d = self.num_embeddings, self.embedding_dim
-        if self.native:
-            w = torch.empty(v, d, dtype=self.dtype).uniform_(-1, 1, generator=_generator(self.seed))
-        else:
-            w = torch.randn(v, d, generator=_generator(self.seed), dtype=torch.float64)
-            # A draw in (-3e-8, 0) underflows to -0.0 in float16; -0.0 + 0.0 == +0.0, so the
-            # only -0.0 entries are the drawn specials. (A native draw, -1 + 2 u, is never
-            # -0.0, and a large table is not passed over once more.)
-            w = w.to(self.dtype).add_(0.0)
-        for row, col, value in self.specials:
-            w[row, col] = value
-        return w
+        """The table's values as a contiguous CPU tensor of ``dtype``, by [`source`][]'s lines."""
+        namespace: dict[str, Any] = {"torch": torch}
+        exec("\n".join(self._drawn("weight")), namespace)
+        return namespace["weight"]
 
     def build(self, requires_grad: bool = False) -> torch.Tensor:
         """Make the tensor, on ``device`` and in ``layout``, by running [`source`][].
@@ -105,14 +90,7 @@ class WeightRecipe:
     def source(self, name: str = "weight") -> str:
         """Python that rebuilds the tensor exactly (assumes ``import torch``)."""
         v, d, dt = self.num_embeddings, self.embedding_dim, dtype_source(self.dtype)
-        generator = f"generator=torch.Generator().manual_seed({self.seed})"
-        if self.native:
-            lines = [f"{name} = torch.empty({v}, {d}, dtype={dt}).uniform_(-1, 1, {generator})"]
-        else:
-            lines = [
-                f"{name} = torch.randn({v}, {d}, dtype=torch.float64, {generator}).to({dt}) + 0.0"
-            ]
-        lines += [f"{name}[{r}, {c}] = {float_source(x)}" for r, c, x in self.specials]
+        lines = self._drawn(name)
         if self.device != "cpu":
             lines.append(f"{name} = {name}.to({self.device!r})")
         dev = f", device={self.device!r}" if self.device != "cpu" else ""
@@ -128,6 +106,23 @@ class WeightRecipe:
             lines.append(f"{name} = base[1:]  # a view at storage offset D")
         lines.append(f"{name}.requires_grad_(True)")
         return "\n".join(lines)
+
+    def _drawn(self, name: str) -> list[str]:
+        """The lines of [`source`][] that draw the values and write the specials, on the CPU.
+
+        A draw in ``(-3e-8, 0)`` underflows to ``-0.0`` in float16; ``-0.0 + 0.0 == +0.0``,
+        so the only ``-0.0`` entries are the drawn specials. (A native draw, ``-1 + 2 u``, is
+        never ``-0.0``, and a large table is not passed over once more.)
+        """
+        v, d, dt = self.num_embeddings, self.embedding_dim, dtype_source(self.dtype)
+        generator = f"generator=torch.Generator().manual_seed({self.seed})"
+        if self.native:
+            lines = [f"{name} = torch.empty({v}, {d}, dtype={dt}).uniform_(-1, 1, {generator})"]
+        else:
+            lines = [
+                f"{name} = torch.randn({v}, {d}, dtype=torch.float64, {generator}).to({dt}) + 0.0"
+            ]
+        return lines + [f"{name}[{r}, {c}] = {float_source(x)}" for r, c, x in self.specials]
 
 
 @dataclass(frozen=True)
@@ -239,28 +234,19 @@ class IdsRecipe:
         values = tuple(i for run in runs for i in run.values())
         return cls(values, (len(values),) if shape is None else shape, dtype, device, layout, runs)
 
-    def _tensor(self) -> torch.Tensor:
-        if not self.runs:
-            return torch.tensor(self.values, dtype=self.dtype)
-        return torch.cat([run.tensor(self.dtype) for run in self.runs])
-
     def build(self) -> torch.Tensor:
-        """Make the ids tensor on ``device`` in ``layout``."""
-        t = self._tensor().reshape(self.shape).to(self.device)
-        if self.layout == "contiguous" or len(self.shape) == 0:
-            return t
-        if self.layout == "transposed":
-            if len(self.shape) < 2:
-                return t
-            return t.transpose(-1, -2).contiguous().transpose(-1, -2)
-        if self.layout == "sliced":
-            base = torch.zeros((*self.shape[:-1], 2 * self.shape[-1]), dtype=self.dtype)
-            base = base.to(self.device)
-            base[..., ::2] = t
-            return base[..., ::2]
-        if self.layout == "expanded":
-            return t[:1].expand(self.shape) if self.shape[0] > 0 else t
-        raise ValueError(f"unknown ids layout {self.layout!r}")  # pragma: no cover
+        """Make the ids tensor on ``device`` in ``layout``.
+
+        The values are made directly (the literal of a long input takes long to parse), then
+        laid out by the very lines of [`source`][] that lay out the snippet's.
+        """
+        if self.runs:
+            t = torch.cat([run.tensor(self.dtype) for run in self.runs])
+        else:
+            t = torch.tensor(self.values, dtype=self.dtype)
+        namespace: dict[str, Any] = {"torch": torch, "input": t.reshape(self.shape).to(self.device)}
+        exec("\n".join(self._placed("input")), namespace)  # the snippet's own code
+        return namespace["input"]
 
     def source(self, name: str = "input") -> str:
         """Python that rebuilds the tensor exactly (assumes ``import torch``)."""
@@ -275,38 +261,56 @@ class IdsRecipe:
             else:
                 vals = repr(list(self.values))
             line = f"{name} = torch.tensor({vals}, dtype={dt}).reshape({shape}){dev}"
+        return "\n".join([line, *self._placed(name)])
+
+    def _placed(self, name: str) -> list[str]:
+        """The lines that lay out ``name``, on its device: none for a contiguous input."""
+        dt, shape = dtype_source(self.dtype), repr(tuple(self.shape))
+        dev = f".to({self.device!r})" if self.device != "cpu" else ""
+        lines: list[str] = []
         if self.layout == "transposed" and len(self.shape) >= 2:
-            line += f"\n{name} = {name}.transpose(-1, -2).contiguous().transpose(-1, -2)"
+            lines.append(f"{name} = {name}.transpose(-1, -2).contiguous().transpose(-1, -2)")
         elif self.layout == "sliced" and len(self.shape) >= 1:
             wide = (*self.shape[:-1], 2 * self.shape[-1])
-            line += (
-                f"\nbase = torch.zeros({wide!r}, dtype={dt}){dev}\nbase[..., ::2] = {name}"
-                f"\n{name} = base[..., ::2]  # non-contiguous view"
-            )
+            lines += [
+                f"base = torch.zeros({wide!r}, dtype={dt}){dev}",
+                f"base[..., ::2] = {name}",
+                f"{name} = base[..., ::2]  # non-contiguous view",
+            ]
         elif self.layout == "expanded" and len(self.shape) >= 1 and self.shape[0] > 0:
-            line += f"\n{name} = {name}[:1].expand({shape})  # stride 0 in dim 0"
-        return line
+            lines.append(f"{name} = {name}[:1].expand({shape})  # stride 0 in dim 0")
+        return lines
+
+
+#: Entries ``(row, column, value)`` written into a tensor's ``(-1, last dim)`` view after its
+#: seeded draw, in order (the boundary phase's values at the limits of a dtype).
+Entries = tuple[tuple[int, int, float], ...]
 
 
 def _randn_source(
-    name: str, shape: tuple[int, ...], seed: int, dtype: torch.dtype, device: str
+    name: str, shape: tuple[int, ...], seed: int, dtype: torch.dtype, device: str, at: Entries = ()
 ) -> str:
     dev = f".to({device!r})" if device != "cpu" else ""
-    return (
+    lines = [
         f"{name} = torch.randn({shape!r}, dtype=torch.float64, "
         f"generator=torch.Generator().manual_seed({seed})).to({dtype_source(dtype)}){dev}"
-    )
+    ]
+    lines += [f"{name}.view(-1, {shape[-1]})[{r}, {c}] = {float_source(x)}" for r, c, x in at]
+    return "\n".join(lines)
 
 
-def _randn(shape: tuple[int, ...], seed: int, dtype: torch.dtype, device: str) -> torch.Tensor:
-    g = torch.randn(shape, generator=_generator(seed), dtype=torch.float64)
-    return g.to(dtype).to(device)
+def _randn(
+    shape: tuple[int, ...], seed: int, dtype: torch.dtype, device: str, at: Entries = ()
+) -> torch.Tensor:
+    """``N(0, 1)`` float64 draws cast to ``dtype``, then the entries ``at`` written."""
+    g = torch.randn(shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    g = g.to(dtype)
+    for row, col, value in at:
+        g.view(-1, shape[-1])[row, col] = value
+    return g.to(device)
 
 
 def kwargs_source(kwargs: Mapping[str, Any]) -> str:
     """Keyword arguments as Python source, e.g. ``, padding_idx=-1, max_norm=float('inf')``."""
-    parts = []
-    for key, value in kwargs.items():
-        text = float_source(value) if isinstance(value, float) else repr(value)
-        parts.append(f", {key}={text}")
-    return "".join(parts)
+    texts = {k: float_source(x) if isinstance(x, float) else repr(x) for k, x in kwargs.items()}
+    return "".join(f", {key}={text}" for key, text in texts.items())

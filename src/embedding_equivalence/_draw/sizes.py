@@ -34,8 +34,6 @@ from .tensors import (
     is_large_table,
 )
 
-__all__ = ["KINDS", "SizeSpec", "case_sizes", "example_bytes", "large_table_sizes"]
-
 #: A size knob: ``None``, an int, an inclusive ``(min, max)`` range, or a strategy of ints.
 SizeSpec = Union[int, tuple[int, int], st.SearchStrategy[int], None]  # noqa: UP007 - py3.10 alias
 
@@ -163,12 +161,9 @@ def example_bytes(
     host = 6 * 8 * num_ids * dim
     if kind == "quantized":
         return host + 16 * vocab, elements + (size + 4) * vocab + num_ids * dim * size
-    large = is_large_table(vocab, dim)
     table = elements * size
-    device = table + 2 * num_ids * dim * size
-    if backward:
-        device += table
-    if large:
+    device = (2 if backward else 1) * table + 2 * num_ids * dim * size
+    if is_large_table(vocab, dim):
         host += 8 * vocab + 48 * min(elements, CHUNK_ELEMENTS)
     else:
         host += 8 * elements  # the float64 draw

@@ -128,10 +128,7 @@ def devices(*, include_meta: bool = False) -> st.SearchStrategy[str]:
     Returns:
         A strategy of device strings.
     """
-    found = available_devices()
-    if include_meta:
-        found.append("meta")
-    return st.sampled_from(found)
+    return st.sampled_from(available_devices() + (["meta"] if include_meta else []))
 
 
 def token_ids(
@@ -235,10 +232,9 @@ def embedding_weights(
         d = draw(_tensors.as_strategy(embedding_dim), label="embedding_dim")
         dt = draw(_tensors.as_strategy(dtype), label="dtype")
         dev = draw(_tensors.as_strategy(device), label="device")
-        looks = (layouts, allow_nonfinite, allow_signed_zeros)
-        return draw(_tensors.weight_recipes(v, d, dt, dev, *looks)).build(
-            requires_grad=requires_grad
-        )
+        looks = _tensors.Looks(tuple(layouts), (), allow_nonfinite, allow_signed_zeros)
+        recipe = draw(_tensors.weight_recipes(v, d, dt, dev, looks))
+        return recipe.build(requires_grad=requires_grad)
 
     return build()
 
@@ -268,17 +264,14 @@ def _ranges(
     for name, size in sizes.items():
         if size is not None:
             _tensors.check_size(name, size)
-    if isinstance(vocab_size, int) and vocab_size > max_elements:
-        raise InvalidArgument(f"vocab_size={vocab_size} exceeds max_elements={max_elements}")
-    if (
-        isinstance(vocab_size, int)
-        and isinstance(embedding_dim, int)
-        and vocab_size * embedding_dim > max_elements
-    ):
-        raise InvalidArgument(
-            f"vocab_size * embedding_dim = {vocab_size * embedding_dim} exceeds "
-            f"max_elements={max_elements}"
-        )
+    if isinstance(vocab_size, int):
+        if vocab_size > max_elements:
+            raise InvalidArgument(f"vocab_size={vocab_size} exceeds max_elements={max_elements}")
+        if isinstance(embedding_dim, int) and vocab_size * embedding_dim > max_elements:
+            raise InvalidArgument(
+                f"vocab_size * embedding_dim = {vocab_size * embedding_dim} exceeds "
+                f"max_elements={max_elements}"
+            )
 
     def strategy(value: Any, default: Any = None) -> Any:
         """``value`` as a strategy; ``default`` for ``None``."""
@@ -329,7 +322,8 @@ def embedding_cases(
         max_ids: the most ids in one call.
         max_elements: budget for ``V * D`` and ``N * V``.
         invalid: draw calls that the reference must reject (an id out of range, a negative
-            id, floating ids, ``padding_idx`` out of range); the case's ``invalid`` says why.
+            id, floating ids, and ``padding_idx`` out of range where ``options`` names it:
+            no option that ``options`` leaves out is passed); the case's ``invalid`` says why.
         num_ids: the number of ids ``N`` (value or strategy), drawn as a 1-D input of that
             length, beyond ``max_ids`` and the element budget; default ids of up to three dims
             within them.

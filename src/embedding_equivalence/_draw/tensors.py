@@ -20,40 +20,6 @@ from hypothesis.errors import InvalidArgument
 from ..forms.dtypes import FLOAT_DTYPE_NAMES, FLOAT_DTYPES, INDEX_DTYPES
 from .recipes import IDS_LAYOUTS, WEIGHT_LAYOUTS, IdsRecipe, WeightRecipe
 
-__all__ = [
-    "DEFAULT_MAX_DIM",
-    "DEFAULT_MAX_ELEMENTS",
-    "DEFAULT_MAX_VOCAB",
-    "INDEX_DTYPES",
-    "INT32_ELEMENTS",
-    "LARGE_TABLE_ELEMENTS",
-    "SEEDS",
-    "Basics",
-    "Looks",
-    "Ranges",
-    "as_strategy",
-    "available_devices",
-    "check_bounds",
-    "check_device",
-    "check_float_dtype",
-    "check_index_dtype",
-    "check_layouts",
-    "check_options",
-    "check_size",
-    "device_problem",
-    "float_dtypes",
-    "draw_basics",
-    "draw_ids",
-    "draw_weight",
-    "dtypes_on",
-    "edge_rows",
-    "ids_recipes",
-    "is_large_table",
-    "looks",
-    "supported_float_dtypes",
-    "weight_recipes",
-]
-
 T = TypeVar("T")
 
 #: Default budget per drawn tensor: keeps every example within a few MB.
@@ -107,10 +73,9 @@ def dtypes_on(
 
 def check_bounds(name: str, lo: int, hi: int, floor: int) -> None:
     """Refuse ``min_<name>=lo``/``max_<name>=hi`` unless both are ints, ``floor <= lo <= hi``."""
-    if isinstance(lo, bool) or not isinstance(lo, int):
-        raise InvalidArgument(f"min_{name}={lo!r} must be an int")
-    if isinstance(hi, bool) or not isinstance(hi, int):
-        raise InvalidArgument(f"max_{name}={hi!r} must be an int")
+    for end, value in (("min", lo), ("max", hi)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InvalidArgument(f"{end}_{name}={value!r} must be an int")
     if lo < floor:
         raise InvalidArgument(f"min_{name}={lo} must be at least {floor}")
     if hi < lo:
@@ -222,9 +187,7 @@ def check_options(options: Sequence[str], allowed: Sequence[str]) -> None:
 
 def as_strategy(value: T | st.SearchStrategy[T]) -> st.SearchStrategy[T]:
     """``value`` itself if it is a strategy, else the strategy that always draws it."""
-    if isinstance(value, st.SearchStrategy):
-        return value
-    return st.just(value)
+    return value if isinstance(value, st.SearchStrategy) else st.just(value)
 
 
 # --- Ids and tables ---------------------------------------------------------------------------
@@ -250,17 +213,12 @@ def _id_values(draw: st.DrawFn, vocab_size: int, count: int) -> list[int]:
     """Ids in ``[0, V)`` that often repeat and often hit row 0 and row V - 1."""
     if count == 0:
         return []
-    pool = draw(
-        st.lists(
-            st.one_of(st.sampled_from([0, vocab_size - 1]), st.integers(0, vocab_size - 1)),
-            min_size=1,
-            max_size=min(count, 8),
-        ),
-        label="id pool",
-    )
+    any_id = st.integers(0, vocab_size - 1)
+    ids = st.one_of(st.sampled_from([0, vocab_size - 1]), any_id)
+    pool = draw(st.lists(ids, min_size=1, max_size=min(count, 8)), label="id pool")
     if draw(st.booleans(), label="ids from pool"):
         return [draw(st.sampled_from(pool)) for _ in range(count)]
-    return [draw(st.integers(0, vocab_size - 1)) for _ in range(count)]
+    return [draw(any_id) for _ in range(count)]
 
 
 @st.composite
@@ -333,38 +291,29 @@ def weight_recipes(
     embedding_dim: int,
     dtype: torch.dtype,
     device: str,
-    layouts: Sequence[str],
-    allow_nonfinite: bool,
-    allow_signed_zeros: bool,
+    looks: Looks,
 ) -> WeightRecipe:
     """A table from a drawn seed, in a drawn layout, with up to three drawn special entries.
 
-    A large table (see [`is_large_table`][]) is drawn in its own dtype (``native=True``: no
-    float64 copy) and contiguous when ``layouts`` allows it: every other layout copies the
-    table once more, and the size of a large table is what the run is about.
+    The layouts and the special values allowed are those of ``looks`` (its ``ids_layouts``
+    are not read). A large table (see [`is_large_table`][]) is drawn in its own dtype
+    (``native=True``: no float64 copy) and contiguous when ``looks.weight_layouts`` allows
+    it: every other layout copies the table once more, and the size of a large table is
+    what the run is about.
     """
     seed = draw(SEEDS, label="weight seed")
     large = is_large_table(vocab_size, embedding_dim)
-    if large and "contiguous" in layouts:
+    if large and "contiguous" in looks.weight_layouts:
         layout = "contiguous"
     else:
-        layout = draw(st.sampled_from(list(layouts)), label="weight layout")
-    specials_values = [*_NONFINITE] * allow_nonfinite + [
-        -0.0
-    ] * allow_signed_zeros  # each if allowed
+        layout = draw(st.sampled_from(list(looks.weight_layouts)), label="weight layout")
+    # inf, -inf and nan if allowed, -0.0 if allowed
+    values = [*_NONFINITE] * looks.allow_nonfinite + [-0.0] * looks.allow_signed_zeros
     specials: list[tuple[int, int, float]] = []
-    if specials_values:
-        specials = draw(
-            st.lists(
-                st.tuples(
-                    st.integers(0, vocab_size - 1),
-                    st.integers(0, embedding_dim - 1),
-                    st.sampled_from(specials_values),
-                ),
-                max_size=3,
-            ),
-            label="special entries",
-        )
+    if values:
+        rows, cols = st.integers(0, vocab_size - 1), st.integers(0, embedding_dim - 1)
+        entries = st.lists(st.tuples(rows, cols, st.sampled_from(values)), max_size=3)
+        specials = draw(entries, label="special entries")
     return WeightRecipe(
         vocab_size, embedding_dim, dtype, device, seed, tuple(specials), layout, native=large
     )
@@ -463,13 +412,5 @@ def draw_ids(
 def draw_weight(draw: st.DrawFn, looks: Looks, basics: Basics) -> WeightRecipe:
     """Draw the table of a call."""
     b = basics
-    recipes = weight_recipes(
-        b.vocab_size,
-        b.embedding_dim,
-        b.dtype,
-        b.device,
-        looks.weight_layouts,
-        looks.allow_nonfinite,
-        looks.allow_signed_zeros,
-    )
+    recipes = weight_recipes(b.vocab_size, b.embedding_dim, b.dtype, b.device, looks)
     return draw(recipes, label="weight")

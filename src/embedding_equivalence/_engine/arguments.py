@@ -3,7 +3,8 @@
 Every verifier takes the same convention: ``candidate``, then keyword-only ``options``,
 ``dtypes``, ``devices``, ``max_examples``, ``seed``, ``backward``, ``boundaries``, the size
 knobs and ``transforms``. [`resolve_arguments`][] checks them all and resolves the defaults
-(every floating dtype of every device present, a fresh seed), so that a usage mistake is an
+(every floating dtype of every device present, a fresh seed), and checks the candidate
+against the call it will get (``_engine.probe``), so that a usage mistake is an
 ``InvalidArgument`` before the first example, worded the same by every verifier.
 """
 
@@ -19,17 +20,8 @@ from hypothesis.errors import InvalidArgument
 
 from .._draw import tensors as _tensors
 from .._draw.sizes import SizeSpec, case_sizes
+from .probe import check_candidate
 from .transforms import check_transforms_argument
-
-__all__ = [
-    "DEFAULT_MAX_EXAMPLES",
-    "Arguments",
-    "check_budget",
-    "draw_seed",
-    "option_names",
-    "resolve_arguments",
-    "resolve_dtypes_devices",
-]
 
 #: The random examples of a verification when ``max_examples`` is not given.
 DEFAULT_MAX_EXAMPLES = 100
@@ -52,6 +44,7 @@ class Arguments:
         sizes: the size knobs resolved for the case strategies (see ``case_sizes``).
         dtypes_given: whether the caller named the dtypes (else they are every dtype that
             each device supports).
+        deterministic: two runs of each example must agree bit for bit.
     """
 
     verifier: str
@@ -65,6 +58,7 @@ class Arguments:
     transforms: tuple[str, ...] = ()
     sizes: dict[str, Any] = field(default_factory=dict)
     dtypes_given: bool = False
+    deterministic: bool = False
 
     def dtypes_on(self, device: str) -> tuple[torch.dtype, ...]:
         """The run's dtypes that ``device`` supports (all of them where the caller named them)."""
@@ -122,8 +116,20 @@ def resolve_dtypes_devices(
     devs = tuple(str(torch.device(d)) for d in devs)
     if dtypes is not None:
         return _tensors.float_dtypes(dtypes, "dtypes"), devs
-    dts = dict.fromkeys(dt for d in devs for dt in _tensors.dtypes_on(d))
-    return tuple(dts), devs
+    return tuple(dict.fromkeys(dt for d in devs for dt in _tensors.dtypes_on(d))), devs
+
+
+def resolve_deterministic(deterministic: object) -> bool:
+    """``deterministic``, or with ``None`` whether torch's deterministic algorithms are on.
+
+    Raises:
+        InvalidArgument: not a bool or ``None``.
+    """
+    if deterministic is None:
+        return torch.are_deterministic_algorithms_enabled()
+    if not isinstance(deterministic, bool):
+        raise InvalidArgument(f"deterministic={deterministic!r} must be True, False or None")
+    return deterministic
 
 
 def resolve_arguments(
@@ -136,12 +142,14 @@ def resolve_arguments(
     max_examples: int = DEFAULT_MAX_EXAMPLES,
     seed: int | None = None,
     backward: bool = True,
+    deterministic: bool | None = None,
     boundaries: bool = True,
     transforms: Sequence[str] = (),
     vocab_sizes: SizeSpec = None,
     embedding_dims: SizeSpec = None,
     num_ids: SizeSpec = None,
     default_dtypes: Sequence[torch.dtype] | None = None,
+    scheme: str | None = None,
 ) -> Arguments:
     """Check a verifier's common arguments and resolve their defaults.
 
@@ -156,6 +164,7 @@ def resolve_arguments(
         max_examples: a positive int.
         seed: ``None`` draws one.
         backward: also check gradients.
+        deterministic: see [`resolve_deterministic`][].
         boundaries: run the boundary phase first.
         transforms: from ``("jvp", "vmap")``.
         vocab_sizes: the ``V`` knob.
@@ -163,12 +172,16 @@ def resolve_arguments(
         num_ids: the ``N`` knob.
         default_dtypes: the dtypes a run draws when ``dtypes`` is ``None`` (those each
             device supports of them).
+        scheme: a quantized verifier's scheme, for the probe of the candidate.
 
     Returns:
         The [`Arguments`][].
 
     Raises:
-        InvalidArgument: the first argument that is wrong, naming it and the right call.
+        InvalidArgument: the first argument that is wrong, naming it and the right call; a
+            candidate that cannot take the verifier's call or the options named, or whose
+            probe shows a usage mistake (see
+            [`check_candidate`][embedding_equivalence._engine.probe.check_candidate]).
     """
     check_budget(candidate, max_examples)
     opts = option_names(options)
@@ -179,6 +192,7 @@ def resolve_arguments(
         verifier, vocab_sizes=vocab_sizes, embedding_dims=embedding_dims, num_ids=num_ids,
         dtypes=dts, devices=devs,
     )  # fmt: skip
+    check_candidate(verifier, candidate, opts, devs, scheme)
     return Arguments(
         verifier=verifier,
         options=opts,
@@ -191,4 +205,5 @@ def resolve_arguments(
         transforms=check_transforms_argument(transforms),
         sizes=sizes,
         dtypes_given=dtypes is not None,
+        deterministic=resolve_deterministic(deterministic),
     )

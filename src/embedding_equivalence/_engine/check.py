@@ -34,25 +34,17 @@ import torch
 from ..oracle.call import Call
 from ..oracle.expected import Oracle
 from .compare import compare_exact_or_bounded, compare_rows
+from .purity import (
+    LATER,
+    Again,
+    Before,
+    call_again,
+    first_difference,
+    negate_referenced,
+    negated_values,
+    shared_input,
+)
 from .repro import candidate_source, describe_call
-
-__all__ = [
-    "AbortRun",
-    "CheckableCase",
-    "EquivalenceError",
-    "Snippet",
-    "case_snippet",
-    "Outcome",
-    "Runner",
-    "check_call",
-    "check_case",
-    "judge",
-    "on_rank",
-    "preserved_global_state",
-    "quiet_replay",
-    "replay_fails",
-    "run_in_process",
-]
 
 
 class EquivalenceError(AssertionError):
@@ -116,6 +108,11 @@ class Outcome:
         rank: the rank that reported it, for a candidate run on a process group.
         traceback: the formatted traceback of ``error`` where it was raised (another process).
         seconds: when ``error`` was raised, in seconds from the start of the call.
+        side_effect: an argument the call changed in place, or ``None`` (judged first).
+        shares: an argument the output shares memory with, or ``None`` (judged after the
+            values, as the second call is).
+        again: what a second call on the negated table gave
+            ([`call_again`][embedding_equivalence._engine.purity.call_again]), or ``None``.
     """
 
     output: object = None
@@ -128,6 +125,9 @@ class Outcome:
     rank: int | None = None
     traceback: str | None = None
     seconds: float = 0.0
+    side_effect: str | None = None
+    shares: str | None = None
+    again: Again | None = None
 
 
 #: Runs a candidate on a call and reports what happened (the first seam): one outcome, or one
@@ -166,25 +166,43 @@ def run_in_process(candidate: Callable[..., Any], call: Call) -> Outcome:
     Returns:
         The [`Outcome`][].
     """
+    before = Before.of(call)
     try:
         out = candidate(*call.args, **call.kwargs)
     except Exception as exc:  # the judge decides whether raising was right
         return Outcome(error=exc, stage="forward")
     outcome = Outcome(output=out, table=call.weight.detach())
-    if call.grad_output is None or not isinstance(out, torch.Tensor):
-        return outcome
-    outcome.requires_grad = out.requires_grad
-    if not out.requires_grad:
-        return outcome
-    try:
-        out.backward(call.grad_output)
-    except Exception as exc:
-        outcome.error, outcome.stage = exc, "backward"
-        return outcome
-    outcome.weight_grad = call.weight.grad
-    psw = call.per_sample_weights
-    outcome.per_sample_weights_grad = None if psw is None else psw.grad
+    outcome.side_effect = before.changed("the call")
+    outcome.shares = shared_input(out, call)
+    if outcome.side_effect is None and isinstance(out, torch.Tensor):
+        _backward_and_again(candidate, call, out, outcome)
+    # The large arguments, compared once, at the end (see Before.changed).
+    outcome.side_effect = outcome.side_effect or before.changed(LATER, last=True)
     return outcome
+
+
+def _backward_and_again(
+    candidate: Callable[..., Any], call: Call, out: torch.Tensor, outcome: Outcome
+) -> None:
+    """The backward pass (if asked), the upstream gradient kept; then the second call."""
+    outcome.requires_grad = out.requires_grad
+    if call.grad_output is not None and out.requires_grad:
+        upstream = Before.of(call, [("grad_output", call.grad_output)])
+        try:
+            out.backward(call.grad_output)
+        except Exception as exc:
+            outcome.error, outcome.stage = exc, "backward"
+            return
+        outcome.weight_grad = call.weight.grad
+        psw = call.per_sample_weights
+        outcome.per_sample_weights_grad = None if psw is None else psw.grad
+        outcome.side_effect = upstream.changed("backward")
+        if outcome.side_effect:
+            return
+    values = negated_values(call)
+    if values is not None:
+        negate = negate_referenced(call, values)
+        outcome.again = call_again(candidate, call.args, call.kwargs, negate, out)
 
 
 @contextlib.contextmanager
@@ -311,6 +329,11 @@ def judge(outcome: Outcome, call: Call, oracle: Oracle, name: str, repro: str) -
             f"tensor of shape {tuple(expected.shape)})",
             repro,
         ) from outcome.error
+    # What changed the caller's memory comes first: it may be why a value is wrong (the first
+    # output, overwritten by a second call).
+    for problem in (outcome.side_effect, outcome.again and outcome.again.overwrote):
+        if problem:
+            raise EquivalenceError(f"{name}: {problem}", repro)
     msg = _check_output(outcome.output, call, oracle, tuple(expected.shape), name)
     if msg:
         raise EquivalenceError(msg, repro)
@@ -323,6 +346,7 @@ def judge(outcome: Outcome, call: Call, oracle: Oracle, name: str, repro: str) -
     msg, worst = compare_exact_or_bounded("out", outcome.output, expected, bound)
     if msg:
         raise EquivalenceError(f"{msg} [{name}]", repro, worst)
+    _judge_again(outcome, oracle, name, repro)
     if call.grad_output is None:
         return worst
     dense = _dense_grad(outcome, call, name)
@@ -360,6 +384,50 @@ def judge(outcome: Outcome, call: Call, oracle: Oracle, name: str, repro: str) -
             raise EquivalenceError(f"{msg} [{name}]", repro, worst_psw)
         worst = max(worst, worst_psw)
     return worst
+
+
+def _judge_again(outcome: Outcome, oracle: Oracle, name: str, repro: str) -> None:
+    """Judge the output's ownership: it shares no argument's memory, and a second call.
+
+    The second call, on the negated table, must leave the first output unchanged and give
+    the new values.
+    """
+    __tracebackhide__ = True
+    again = outcome.again
+    if outcome.shares:
+        raise EquivalenceError(f"{name}: {outcome.shares}", repro)
+    if again is None:
+        return
+    what = f"{name}, called again on the same tensors after the table was negated in place"
+    if again.error is not None:
+        raise EquivalenceError(f"{what}, raised {type(again.error).__name__}: {again.error}", repro)
+    expected, bound = oracle.negated_output()
+    second = again.output
+    assert second is not None
+    assert isinstance(outcome.output, torch.Tensor)
+    if tuple(second.shape) != tuple(expected.shape) or second.dtype != outcome.output.dtype:
+        raise EquivalenceError(
+            f"{what}, returned shape {tuple(second.shape)} {second.dtype}, the first call "
+            f"{tuple(expected.shape)} {outcome.output.dtype}",
+            repro,
+        )
+    msg, worst = compare_exact_or_bounded("out", second, expected, bound)
+    if msg is None:
+        return
+    msg += f" [{what}]"
+    first = outcome.output.detach().to(second.device)
+    if torch.equal(second, first) and not torch.equal(expected, -expected):
+        msg += (
+            ": the first call's output, returned again for new values (state kept between "
+            "calls, such as a result cached by the inputs' address or shape)"
+        )
+    elif bool((second.isnan() & ~expected.isnan().to(second.device)).any()):
+        msg += (
+            ": NaN where the value is finite. The second call runs with torch's deterministic "
+            "algorithms on, which fill new memory with NaN: the kernel returns memory it "
+            "allocated and did not write"
+        )
+    raise EquivalenceError(msg, repro, worst)
 
 
 # --- one call, one case -----------------------------------------------------------------------
@@ -435,6 +503,7 @@ def check_case(
     backward: bool = True,
     runner: Runner = run_in_process,
     snippet: Snippet = case_snippet,
+    deterministic: bool = False,
 ) -> float:
     """Check ``candidate`` on one drawn case: valid ones against the oracle, invalid ones raise.
 
@@ -445,6 +514,7 @@ def check_case(
         backward: also check the gradients.
         runner: how the candidate is run.
         snippet: writes the replay snippet (a runner that is not this process brings its own).
+        deterministic: run a valid case twice: the runs must agree bit for bit.
 
     Returns:
         The largest ``|error| / bound`` (0 when exact).
@@ -455,7 +525,10 @@ def check_case(
     __tracebackhide__ = True
     repro = snippet(case, backward, candidate_source(candidate))
     try:
-        return _check_fresh_call(candidate, case, oracle_factory, backward, runner, repro)
+        worst = _check_fresh_call(candidate, case, oracle_factory, backward, runner, repro)
+        if deterministic and case.invalid is None:
+            _check_runs_agree(candidate, case, backward, runner, repro)
+        return worst
     except EquivalenceError as exc:
         _drop_tensors(exc)
         raise
@@ -505,6 +578,59 @@ def _check_fresh_call(
     oracle = oracle_factory(dataclasses.replace(call, weight=before, grad_output=None))
     name = describe_call(candidate, call, weight=before)
     return check_call(candidate, call, oracle, repro, runner=runner, name=name)
+
+
+def check_runs_agree(runs: Sequence[Sequence[Outcome]], name: str, repro: str) -> None:
+    """Two runs of one call (their outcomes, rank by rank) must agree bit for bit.
+
+    Compared: the output, and the gradients of the table and of ``per_sample_weights``.
+
+    Args:
+        runs: the outcomes of the first run and of the second.
+        name: the call as written in messages.
+        repro: the snippet attached to the error.
+
+    Raises:
+        EquivalenceError: the first element that differs.
+    """
+    __tracebackhide__ = True
+    names = {"output": "out", "weight_grad": "weight.grad"}
+    first_run, second_run = runs
+    for first, second in zip(first_run, second_run, strict=True):
+        for what in ("output", "weight_grad", "per_sample_weights_grad"):
+            a, b = getattr(first, what), getattr(second, what)
+            if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+                continue
+            a, b = (t.to_dense() if t.layout != torch.strided else t for t in (a, b))
+            where = first_difference(names.get(what, "per_sample_weights.grad"), a, b, how="")
+            if where is not None:
+                raise EquivalenceError(
+                    f"two runs of the same call differ: {where} [{on_rank(name, first)}]; with "
+                    f"deterministic=True (or torch's deterministic algorithms on) every run of a "
+                    f"call must agree bit for bit, forward and backward",
+                    repro,
+                )
+
+
+def _check_runs_agree(
+    candidate: Callable[..., Any],
+    case: CheckableCase,
+    backward: bool,
+    runner: Runner,
+    repro: str,
+) -> None:
+    """Run ``case`` twice more on fresh calls: [`check_runs_agree`][]."""
+    __tracebackhide__ = True
+    runs = [_outcomes(runner(candidate, case.call(backward=backward))) for _ in range(2)]
+    arguments = getattr(case, "arguments_source", None)
+    if arguments is not None:  # the repro asserts it too
+        gradient = ", grad_output=grad_output" if backward else ""
+        repro += (
+            "\n# Two runs of one call must agree bit for bit (deterministic=True).\n"
+            "from embedding_equivalence.testing import assert_runs_agree\n"
+            f"assert_runs_agree(candidate, {arguments()}{gradient})"
+        )
+    check_runs_agree(runs, describe_call(candidate, case.call(backward=False)), repro)
 
 
 def replay_fails(

@@ -17,8 +17,6 @@ import torch
 from ..oracle.expected import ExpectedRows, RowDigests, row_chunks
 from .repro import format_float
 
-__all__ = ["compare_exact_or_bounded", "compare_rows"]
-
 
 def _elementwise(
     a: torch.Tensor, e: torch.Tensor, bound: torch.Tensor | None
@@ -55,12 +53,27 @@ class _Difference:
 
     def message(self, what: str, numel: int) -> str:
         pos = "[" + ", ".join(map(str, self.index)) + "]"
-        kind = "exactly" if self.bound is None else f"within {format_float(self.bound)}"
+        actual, expected = _apart(self.actual, self.expected)
+        off = abs(self.actual - self.expected)
+        if self.bound is None:
+            kind = "must match exactly"
+        elif self.bound > 0 and math.isfinite(off):
+            kind = f"{off / self.bound:.3g} times the bound {format_float(self.bound)}"
+        else:
+            kind = f"must match within {format_float(self.bound)}"
         return (
-            f"{what}{pos} = {format_float(self.actual)}, but the exact value is "
-            f"{format_float(self.expected)} (must match {kind}; {self.count} of {numel} "
-            f"elements differ)"
+            f"{what}{pos} = {actual}, but the exact value is {expected} (off by "
+            f"{format_float(off)}, {kind}; {self.count} of {numel} elements differ)"
         )
+
+
+def _apart(a: float, b: float) -> tuple[str, str]:
+    """``a`` and ``b`` with the fewest significant digits (9 to 17) that tell them apart."""
+    for digits in (9, 12, 17):
+        texts = [format_float(x) if not math.isfinite(x) else f"{x:.{digits}g}" for x in (a, b)]
+        if texts[0] != texts[1]:
+            break
+    return texts[0], texts[1]
 
 
 def _first_difference(

@@ -21,8 +21,6 @@ from ..oracle.call import Call
 from .check import Outcome, Runner, run_in_process
 from .report import CompiledRun
 
-__all__ = ["RECOMPILE_LIMIT", "CompiledRunner", "compiled_context"]
-
 #: The recompile limit while a compiled candidate is verified (one graph per example at most).
 RECOMPILE_LIMIT = 100_000
 
@@ -70,12 +68,10 @@ class CompiledRunner:
         before = _gave_up()
         outcome = self.base(candidate, call)
         new = _gave_up() - before
-        if not self.counting:
-            return outcome
-        if new:
+        if self.counting and new:
             self.fell_back += 1
             self.reasons.update(set(new))
-        else:
+        elif self.counting:
             self.compiled += 1
         return outcome
 

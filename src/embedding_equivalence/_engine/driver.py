@@ -54,8 +54,6 @@ from .torch_defects import torch_defect_behind
 from .transforms import check_transforms
 from .triton_limits import interpreter_limit_note
 
-__all__ = ["Part", "Verification", "drive", "on_cpu"]
-
 
 @dataclass
 class Part:
@@ -214,8 +212,9 @@ def _run_part(verification: Verification, part: Part, budget: int) -> Verificati
 
     def check_one(case: CheckableCase) -> float:
         worst = check_case(
-            candidate, case, oracle_for, backward=backward, runner=runner, snippet=snippet
-        )
+            candidate, case, oracle_for, backward=backward, runner=runner, snippet=snippet,
+            deterministic=args.deterministic,
+        )  # fmt: skip
         if args.transforms and case.invalid is None and _small(case):
             check_transforms(
                 candidate, case, oracle_for, args.transforms, candidate_source(candidate)
@@ -334,6 +333,8 @@ def _diagnosed(
     # "This is torch, not you": torch's own function fails the minimal case too.
     if isinstance(exc, EquivalenceError) and isinstance(case, EmbeddingCase | EmbeddingBagCase):
         defect = torch_defect_behind(case, backward)
+        if defect is None and is_compiled(candidate):
+            defect = torch_defect_behind(case, backward, compiled=True)
         if defect is not None:
             failure += "\n\n" + describe_defect(defect)
             defect_id = defect.id

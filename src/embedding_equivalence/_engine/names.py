@@ -1,7 +1,8 @@
 """How a candidate is named and found again: its qualified name, an import by name, compiled.
 
-[`import_reference`][] is the one reader of ``"module:qualname"`` references (the CLI's
-``--candidate``, the sharded verifier's string candidates and its ranks);
+[`import_reference`][] is the one reader of ``"module:qualname"`` and
+``"path/to/file.py:qualname"`` references (the CLI's ``--candidate``, the sharded verifier's
+string candidates and its ranks);
 [`why_not_importable`][] says why an object cannot be imported back by its own name;
 [`is_compiled`][] and [`compiled_source`][] recognise and rebuild ``torch.compile``'s
 wrappers.
@@ -9,20 +10,13 @@ wrappers.
 
 from __future__ import annotations
 
-import importlib
+import os
 import sys
 from collections.abc import Callable
+from importlib import import_module
+from importlib.util import module_from_spec, spec_from_file_location
+from types import ModuleType
 from typing import Any
-
-__all__ = [
-    "candidate_name",
-    "compiled_original",
-    "compiled_source",
-    "import_reference",
-    "is_compiled",
-    "short_name",
-    "why_not_importable",
-]
 
 
 def candidate_name(fn: Callable[..., Any]) -> str:
@@ -43,27 +37,57 @@ def short_name(fn: Callable[..., Any]) -> str:
 
 
 def import_reference(reference: str) -> Any:
-    """The object that ``"module:qualname"`` names (``qualname`` may be dotted).
+    """The object that ``"module:qualname"`` or ``"path/to/file.py:qualname"`` names.
 
     The one reader of such references: the CLI's ``--candidate``, the sharded verifier's
-    string candidates and its ranks, and the check that a candidate is importable by name.
+    string candidates and its ranks (which read the file form too), and the check that a
+    candidate is importable by name. ``qualname`` may be dotted. A file is imported as the
+    module named by its stem, kept in ``sys.modules`` (as ``python file.py`` and pytest's
+    node ids do), so that its functions pickle and a repro imports them from beside it.
 
     Raises:
-        ValueError: a reference not of the form ``module:qualname``, a module that cannot be
-            imported, or a name the module does not have; the message says which.
+        ValueError: a reference of neither form, a module or file that cannot be imported
+            (missing, or raising while it runs), or a name it does not have; the message
+            says which, and why.
     """
-    module, sep, qualname = reference.partition(":")
+    module, sep, qualname = reference.rpartition(":")
     if not sep or not module or not qualname:
-        raise ValueError("expected MODULE:FUNCTION, e.g. mypkg.kernels:embed")
+        raise ValueError("expected MODULE:FUNCTION or FILE.py:FUNCTION, e.g. mypkg.kernels:embed")
     try:
-        obj: Any = importlib.import_module(module)
-    except ImportError as exc:
-        raise ValueError(f"cannot import module {module!r} ({exc})") from None
+        obj: Any = _import_file(module) if module.endswith(".py") else import_module(module)
+    except Exception as exc:  # missing, or an error while the module runs: say which
+        reason = f"{type(exc).__name__}: {exc}".strip().splitlines()[0]
+        raise ValueError(f"cannot import module {module!r} ({reason})") from None
     for part in qualname.split("."):
         if not hasattr(obj, part):
             raise ValueError(f"module {module!r} has no {qualname!r}")
         obj = getattr(obj, part)
     return obj
+
+
+def _import_file(path: str) -> ModuleType:
+    """The module of the file ``path``, imported once under its stem, its folder importable."""
+    file = os.path.abspath(path)
+    name = os.path.splitext(os.path.basename(file))[0]
+    loaded = sys.modules.get(name)
+    if loaded is not None:
+        if os.path.abspath(getattr(loaded, "__file__", None) or "") == file:
+            return loaded
+        raise ImportError(f"a module {name!r} is imported already, from {loaded.__file__}")
+    spec = spec_from_file_location(name, file) if os.path.isfile(file) else None
+    if spec is None or spec.loader is None:
+        raise FileNotFoundError(f"no Python file {file}")
+    module = module_from_spec(spec)
+    sys.modules[name] = module
+    sys.path.insert(0, os.path.dirname(file))  # its imports of its neighbours, as a script's
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    finally:
+        sys.path.remove(os.path.dirname(file))
+    return module
 
 
 def why_not_importable(fn: Callable[..., Any]) -> str | None:

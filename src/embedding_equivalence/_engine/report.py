@@ -24,18 +24,6 @@ import torch
 from ..forms.dtypes import dtype_name
 from .check import EquivalenceError
 
-__all__ = [
-    "JSON_SCHEMA",
-    "BagRun",
-    "CompiledRun",
-    "QuantizedRun",
-    "ShardedRun",
-    "VerificationReport",
-    "merge_reports",
-    "render_text",
-    "report_fields",
-]
-
 #: The name and version of the JSON that ``verify --json`` writes (see the Verify page).
 JSON_SCHEMA = "embedding-equivalence/verify/2"
 
@@ -301,6 +289,10 @@ def render_text(report: VerificationReport, *, repro: bool = True) -> str:
     return text
 
 
+#: The fields that ``verify --json`` holds as the report does, in its order.
+_AS_THEY_ARE = ("failure", "boundary", "counterexample", "torch_defect", "interpreter_limit")
+
+
 def report_fields(report: VerificationReport) -> dict[str, Any]:
     """The report as the rows of ``verify --json`` hold it (schema [`JSON_SCHEMA`][]).
 
@@ -325,10 +317,6 @@ def report_fields(report: VerificationReport) -> dict[str, Any]:
         "worst_error": worst if math.isfinite(worst) else None,
         "seed": report.seed,
         "seconds": round(report.elapsed, 3),
-        "failure": report.failure,
-        "boundary": report.boundary,
-        "counterexample": report.counterexample,
-        "torch_defect": report.torch_defect,
-        "interpreter_limit": report.interpreter_limit,
+        **{name: getattr(report, name) for name in _AS_THEY_ARE},
         **records,
     }

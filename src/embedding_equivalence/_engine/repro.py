@@ -43,15 +43,6 @@ from .names import (
 from .script_source import NotWritable, script_source
 from .triton import interpreter_preamble
 
-__all__ = [
-    "MAX_LITERAL",
-    "call_source",
-    "candidate_source",
-    "describe_call",
-    "format_float",
-    "tensor_source",
-]
-
 #: The largest tensor that a repro snippet spells out element by element.
 MAX_LITERAL = 4096
 
@@ -133,46 +124,31 @@ def _paste_comment(fn: Any, reason: str | None, blank: str) -> str:
     at = f" ({where})" if where else ""
     qualname = getattr(fn, "__qualname__", None)
     if isinstance(fn, functools.partial):
-        what = (
-            f"paste what the partial needs above this line and replace {blank} with the "
-            f"functools.partial({candidate_name(fn.func)}, ...) that was verified"
-        )
+        paste = "what the partial needs"
+        put = f"the functools.partial({candidate_name(fn.func)}, ...) that was verified"
     elif inspect.ismethod(fn):
         owner = type(fn.__self__).__qualname__
-        what = (
-            f"paste the class {owner}{at} and the code that builds the object above this line "
-            f"and replace {blank} with that object's .{fn.__name__}"
-        )
+        paste = f"the class {owner}{at} and the code that builds the object"
+        put = f"that object's .{fn.__name__}"
     elif isinstance(fn, types.FunctionType) and fn.__name__ == "<lambda>":
-        what = f"paste what the lambda uses above this line and replace {blank} with the lambda{at}"
+        paste, put = "what the lambda uses", f"the lambda{at}"
     elif isinstance(fn, types.FunctionType) and fn.__closure__ and ".<locals>." in str(qualname):
         outer = str(qualname).rsplit(".<locals>.", 1)[0]
-        what = (
-            f"paste the definition of {outer} above this line and replace {blank} with the "
-            f"call of {outer} that made the candidate ({fn.__name__}{at}, a closure over "
-            f"{', '.join(fn.__code__.co_freevars)})"
-        )
+        closure = f"{fn.__name__}{at}, a closure over {', '.join(fn.__code__.co_freevars)}"
+        paste = f"the definition of {outer}"
+        put = f"the call of {outer} that made the candidate ({closure})"
     elif isinstance(fn, types.FunctionType) and hasattr(fn, "__wrapped__"):
         wrapped = candidate_name(vars(fn)["__wrapped__"])
-        what = (
-            f"paste the code that makes the candidate ({fn.__name__}{at}, a wrapper of "
-            f"{wrapped}) above this line and replace {blank} with it"
-        )
+        paste = f"the code that makes the candidate ({fn.__name__}{at}, a wrapper of {wrapped})"
+        put = "it"
     elif isinstance(fn, types.FunctionType):
-        what = (
-            f"paste the definition of {fn.__name__}{at} (and what it uses) above this line "
-            f"and replace {blank} with {fn.__name__}"
-        )
+        paste, put = f"the definition of {fn.__name__}{at} (and what it uses)", fn.__name__
     elif not isinstance(fn, type) and callable(fn):
-        owner = type(fn).__qualname__
-        what = (
-            f"paste the class {owner} and the code that builds the object above this line "
-            f"and replace {blank} with that object"
-        )
+        paste = f"the class {type(fn).__qualname__} and the code that builds the object"
+        put = "that object"
     else:
-        what = (
-            f"paste the code that makes the candidate above this line and replace {blank} with it"
-        )
+        paste, put = "the code that makes the candidate", "it"
+    what = f"paste {paste} above this line and replace {blank} with {put}"
     lines = [f"# {reason}." if reason else "", f"# To run this snippet, {what}."]
     return "\n".join(line for line in lines if line)
 
@@ -260,11 +236,17 @@ def call_source(fn: Callable[..., Any], call: Call) -> str:
         Python source.
     """
     lines = ["import torch", candidate_source(fn), tensor_source("input", call.input)]
-    lines.append(tensor_source("weight", call.weight) + "\nweight.requires_grad_(True)")
-    arguments = "input, weight"
+    table = call.weight_name
+    lines.append(tensor_source(table, call.weight))
+    if call.grad_output is not None:
+        lines.append(f"{table}.requires_grad_(True)")
+    arguments = f"input, {table}"
     if call.offsets is not None:
         lines.append(tensor_source("offsets", call.offsets))
         arguments += ", offsets"
+    for key, value in call.extra.items():  # a quantized table's scales and zero points
+        lines.append(f"{key} = None" if value is None else tensor_source(key, value))
+        arguments += f", {key}"
     plain: dict[str, Any] = {}
     for key, value in call.kwargs.items():
         if isinstance(value, torch.Tensor):
@@ -275,5 +257,5 @@ def call_source(fn: Callable[..., Any], call: Call) -> str:
     lines.append(f"out = candidate({arguments}{kwargs_source(plain)})")
     if call.grad_output is not None:
         lines.append(tensor_source("grad_output", call.grad_output))
-        lines.append("out.backward(grad_output)\nprint(weight.grad)")
+        lines.append(f"out.backward(grad_output)\nprint({table}.grad)")
     return "\n".join(lines)

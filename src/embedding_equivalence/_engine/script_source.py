@@ -30,8 +30,6 @@ from .._draw.recipes import dtype_source, float_source
 from .names import candidate_name, compiled_original, compiled_source, is_compiled
 from .triton import interpreter_preamble
 
-__all__ = ["NotWritable", "script_source"]
-
 
 class NotWritable(Exception):
     """Why a function cannot be written into a snippet by its source (the message says)."""
@@ -273,15 +271,13 @@ class _ScriptWriter:
         value = self.namespace[name]
         literal = _literal(value)
         if literal is not None:
-            if (
-                isinstance(value, (torch.dtype, torch.device))
-                and "import torch" not in self.imports
-            ):
+            of_torch = isinstance(value, (torch.dtype, torch.device))
+            if of_torch and "import torch" not in self.imports:
                 self.imports.append("import torch")
-            self.constants.append(f"{name} = {literal}")
             if len(literal) > _MAX_CONSTANT:
-                self.constants.pop()
                 self.missing[name] = f"a constant too long to write out ({len(literal)} chars)"
+            else:
+                self.constants.append(f"{name} = {literal}")
             return
         imported = _imported_as(name, value)
         if imported is not None:

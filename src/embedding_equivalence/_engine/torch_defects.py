@@ -26,6 +26,7 @@ on a torch that is not affected, whatever its ``affected`` field says.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,16 +41,6 @@ from ..forms.validation import padding_row
 from ..oracle import BagOracle, EmbeddingOracle
 from ..oracle.embedding import referenced_rows
 from .check import OracleFactory, replay_fails
-
-__all__ = [
-    "Case",
-    "NOT_IN_TABLE",
-    "Predicate",
-    "TORCH_DEFECTS",
-    "TorchDefect",
-    "describe",
-    "torch_defect_behind",
-]
 
 #: A drawn case of either kind.
 Case = EmbeddingCase | EmbeddingBagCase
@@ -83,6 +74,8 @@ class TorchDefect:
         kind: ``"embedding"`` (``F.embedding``) or ``"bag"`` (``F.embedding_bag``).
         predicate: ``(case, backward) -> bool``: whether a case has the defect's shape (its
             options, ids, offsets or table values; never a name).
+        compiled: the defect is in ``torch.compile`` of torch's function (inductor, the
+            default backend), not in the function itself.
     """
 
     id: str
@@ -91,11 +84,13 @@ class TorchDefect:
     affected: str = _SEEN
     kind: Literal["embedding", "bag"]
     predicate: Predicate = field(compare=False, repr=False)
+    compiled: bool = False
 
     @property
     def function(self) -> str:
-        """Torch's function the defect lives in: ``"F.embedding"`` or ``"F.embedding_bag"``."""
-        return "F.embedding" if self.kind == "embedding" else "F.embedding_bag"
+        """Torch's function the defect lives in, e.g. ``"torch.compile(F.embedding)"``."""
+        name = "F.embedding" if self.kind == "embedding" else "F.embedding_bag"
+        return f"torch.compile({name})" if self.compiled else name
 
 
 # --- what a case looks like -------------------------------------------------------------------
@@ -180,11 +175,8 @@ def _max_nan_after_the_first(case: Case, backward: bool) -> bool:
     table = case.weight.values()
     max_norm = case.kwargs.get("max_norm")
     norm_type = float(case.kwargs.get("norm_type", 2.0))
-    for bag in bags:
-        nan = referenced_rows(table, bag, max_norm, norm_type).isnan()
-        if bool((nan[1:].any(dim=0) & ~nan[0]).any()):
-            return True
-    return False
+    nans = (referenced_rows(table, bag, max_norm, norm_type).isnan() for bag in bags)
+    return any(bool((nan[1:].any(dim=0) & ~nan[0]).any()) for nan in nans)
 
 
 def _decreasing_offsets(case: Case, backward: bool) -> bool:
@@ -335,14 +327,27 @@ TORCH_DEFECTS: tuple[TorchDefect, ...] = (
 # --- the decision -----------------------------------------------------------------------------
 
 
+#: What a compiled candidate's report says when inductor fails torch's own function too.
+_COMPILED = (
+    "torch.compile of torch's own function (inductor, the default backend) fails the same "
+    "case, so a compiled kernel cannot pass it there; verify your kernel past it with another "
+    "thread count (torch.set_num_threads(1): inductor's CPU code depends on it), another "
+    "backend (torch.compile(fn, backend='aot_eager') traces and guards alike), or eagerly"
+)
+#: Where the package records inductor's defect.
+_COMPILED_REFERENCE = "the Real kernels page, torch.compile (inductor, CPU)"
+
+
 def torch_defect_behind(
-    case: EmbeddingCase | EmbeddingBagCase, backward: bool
+    case: EmbeddingCase | EmbeddingBagCase, backward: bool, *, compiled: bool = False
 ) -> TorchDefect | None:
     """The torch defect behind a failing case, decided by replaying torch on it.
 
     Args:
         case: the minimal failing case of a verification.
         backward: whether the verification checked gradients (as it ran).
+        compiled: replay ``torch.compile`` of torch's function (inductor), for a compiled
+            candidate whose failure torch's eager function does not share.
 
     Returns:
         ``None`` when torch's own function passes the case (or the replay could not run):
@@ -359,23 +364,22 @@ def torch_defect_behind(
         kind, fn, oracle = "embedding", F.embedding, EmbeddingOracle.for_call
     else:
         return None
-    if not replay_fails(fn, case, oracle, backward):
+    if not replay_fails(torch.compile(fn) if compiled else fn, case, oracle, backward):
         return None
-    for defect in TORCH_DEFECTS:
-        if defect.kind != kind:
-            continue
-        try:
-            if defect.predicate(case, backward):
+    for defect in () if compiled else TORCH_DEFECTS:
+        # A predicate that cannot read the case does not match it.
+        with contextlib.suppress(Exception):
+            if defect.kind == kind and defect.predicate(case, backward):
                 return defect
-        except Exception:  # a predicate that cannot read the case does not match it
-            continue
+    unlisted = "a defect that this package's table does not list yet"
     return TorchDefect(
-        id=f"{kind}-unlisted",
-        summary="a defect that this package's table does not list yet",
-        reference=NOT_IN_TABLE,
+        id=f"{kind}-compiled" if compiled else f"{kind}-unlisted",
+        summary=_COMPILED if compiled else unlisted,
+        reference=_COMPILED_REFERENCE if compiled else NOT_IN_TABLE,
         affected=torch.__version__,
         kind=kind,
         predicate=lambda c, b: True,
+        compiled=compiled,
     )
 
 

@@ -28,8 +28,6 @@ from ..oracle.call import Call
 from .check import CheckableCase, EquivalenceError, OracleFactory
 from .compare import compare_exact_or_bounded
 
-__all__ = ["TRANSFORMS", "check_transforms", "check_transforms_argument"]
-
 #: The transforms a verifier can be asked to check, in the order they run.
 TRANSFORMS: tuple[str, ...] = ("jvp", "vmap")
 
@@ -46,9 +44,9 @@ def check_transforms_argument(transforms: Sequence[str]) -> tuple[str, ...]:
     return tuple(transforms)
 
 
-def _tangent(case: Any) -> torch.Tensor:
-    shape = (case.num_embeddings, case.embedding_dim)
-    return _randn(shape, case.grad_seed + 1, case.dtype, case.device)
+def _tangent(case: Any) -> tuple[tuple[int, int], int, torch.dtype, str]:
+    """The tangent table's draw: its shape, seed, dtype and device."""
+    return (case.num_embeddings, case.embedding_dim), case.grad_seed + 1, case.dtype, case.device
 
 
 def _without_max_norm(call: Call) -> Call:
@@ -68,14 +66,7 @@ def _snippet(case: CheckableCase, preamble: str, transform: str) -> str:
     lines = case.source("candidate", backward=False, preamble=preamble).splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("out = candidate("))
     arguments = lines[at][len("out = candidate(") : -1].replace("weight", "table", 1)
-    tangent = _randn_source(
-        "tangent",
-        (case.num_embeddings, case.embedding_dim),  # type: ignore[attr-defined]
-        case.grad_seed + 1,  # type: ignore[attr-defined]
-        case.dtype,  # type: ignore[attr-defined]
-        case.device,  # type: ignore[attr-defined]
-    )
-    body = [f"f = lambda table: candidate({arguments})", tangent]
+    body = [f"f = lambda table: candidate({arguments})", _randn_source("tangent", *_tangent(case))]
     if transform == "jvp":
         body += [
             "out, tangent_out = torch.func.jvp(f, (weight.detach(),), (tangent,))",
@@ -113,10 +104,9 @@ def check_transforms(
         if transform == "jvp" and getattr(case, "mode", None) == "max":
             continue
         call = case.call(backward=False)  # fresh tensors: max_norm renorms them in place
-        if transform == "vmap":
-            call = _without_max_norm(call)
+        call = _without_max_norm(call) if transform == "vmap" else call
         fn = _function_of_the_table(candidate, call)
-        tangent = _tangent(case)
+        tangent = _randn(*_tangent(case))
         repro = _snippet(case, preamble, transform)
         try:
             if transform == "jvp":

@@ -18,14 +18,6 @@ import importlib.metadata
 import os
 import sys
 
-__all__ = [
-    "INTERPRETER_ENV",
-    "interpreter_on",
-    "interpreter_preamble",
-    "switch_interpreter_on",
-    "triton_version",
-]
-
 #: The environment variable that switches Triton's interpreter on.
 INTERPRETER_ENV = "TRITON_INTERPRET"
 #: The values triton reads as "on" (any case).

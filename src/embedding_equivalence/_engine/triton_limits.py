@@ -7,11 +7,12 @@ as they do for torch's own defects ([`embedding_equivalence._engine.torch_defect
 [`interpreter_limit_behind`][] decides it for the minimal failing case by behaviour, never by
 the kernel's name:
 
-1. triton is imported and the interpreter is on, and the candidate, run again on the case,
-   raises triton's ``InterpreterError`` (the interpreter's wrapper of an error raised while
-   it ran a program; a kernel's own host code raises its own errors);
+1. triton is imported and the interpreter is on, and the candidate is run again on the case:
+   it raises triton's ``InterpreterError`` (the interpreter's wrapper of an error raised while
+   it ran a program; a kernel's own host code raises its own errors), or it raises nothing;
 2. the first entry of [`INTERPRETER_LIMITS`][] that matches the error the interpreter
-   wrapped names the limit;
+   wrapped (or, for a limit that raises nothing, the case and a probe of the interpreter)
+   names the limit;
 3. an entry about a dtype the interpreter cannot run is confirmed by replaying the very same
    case in float32, which the interpreter runs in full, through the same engine and oracle:
    only when the candidate passes that replay is the failure the interpreter's. A kernel
@@ -21,6 +22,7 @@ the kernel's name:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -39,15 +41,6 @@ from .check import (
 )
 from .triton import INTERPRETER_ENV, interpreter_on, triton_version
 
-__all__ = [
-    "INTERPRETER_LIMITS",
-    "InterpreterLimit",
-    "describe",
-    "interpreter_limit_behind",
-    "interpreter_limit_note",
-]
-
-
 # --- the limits ---------------------------------------------------------------------------------
 
 
@@ -56,13 +49,45 @@ def _wrapped(error: BaseException) -> BaseException:
     return error.__cause__ or error
 
 
-def _unsupported_dtype(error: BaseException) -> bool:
-    return "Unsupported data type" in str(_wrapped(error))
+def _unsupported_dtype(error: BaseException | None, case: CheckableCase) -> bool:
+    return error is not None and "Unsupported data type" in str(_wrapped(error))
 
 
-def _not_in_interpreter_mode(error: BaseException) -> bool:
-    inner = _wrapped(error)
+def _not_in_interpreter_mode(error: BaseException | None, case: CheckableCase) -> bool:
+    inner = None if error is None else _wrapped(error)
     return isinstance(inner, NotImplementedError) and "interpreter mode" in str(inner)
+
+
+#: The smallest bfloat16 subnormal: the interpreter's cast to float32 makes it 0.
+_BFLOAT16_TINY = 2.0**-133
+
+
+@functools.lru_cache(maxsize=1)
+def _bfloat16_subnormals_miscast() -> bool:
+    """Whether this triton's interpreter casts bfloat16 subnormals to float32 wrongly.
+
+    A probe: one program loads the smallest bfloat16 subnormal and stores it as float32.
+    """
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def cast(x_ptr, y_ptr):  # a Triton kernel: its arguments are pointers
+        tl.store(y_ptr, tl.load(x_ptr).to(tl.float32))
+
+    x = torch.tensor([_BFLOAT16_TINY], dtype=torch.bfloat16)
+    y = torch.zeros(1, dtype=torch.float32)
+    cast[(1,)](x, y)
+    return float(y) != _BFLOAT16_TINY
+
+
+def _bfloat16_subnormal_cast(error: BaseException | None, case: CheckableCase) -> bool:
+    if error is not None or getattr(case, "dtype", None) != torch.bfloat16:
+        return False
+    try:
+        return _bfloat16_subnormals_miscast()
+    except Exception:  # the probe could not run: no verdict
+        return False
 
 
 @dataclass(frozen=True)
@@ -75,15 +100,18 @@ class InterpreterLimit:
         reference: where it is documented or tracked.
         replay_in_float32: whether the limit is a dtype's: the case is replayed in float32
             to confirm that the kernel computes where the interpreter can run it.
-        matches: ``(error) -> bool``: whether the interpreter's error is this limit's (read
-            from the error it wrapped; never from a name of the kernel).
+        matches: ``(error, case) -> bool``: whether the interpreter's error (``None`` when the
+            replay raised nothing) is this limit's, read from the error it wrapped, the case
+            and probes of the interpreter; never from a name of the kernel.
     """
 
     id: str
     summary: str
     reference: str
     replay_in_float32: bool
-    matches: Callable[[BaseException], bool] = field(compare=False, repr=False)
+    matches: Callable[[BaseException | None, CheckableCase], bool] = field(
+        compare=False, repr=False
+    )
 
 
 #: The limits of Triton's interpreter that a verification can meet, in the order they are
@@ -107,21 +135,37 @@ INTERPRETER_LIMITS: tuple[InterpreterLimit, ...] = (
         replay_in_float32=False,
         matches=_not_in_interpreter_mode,
     ),
+    InterpreterLimit(
+        id="bfloat16-subnormal-cast",
+        summary="the interpreter's cast of bfloat16 subnormals to float32 is wrong (the "
+        "smallest, 2**-133, becomes 0; 3 * 2**-133 becomes 2**-127), where a GPU casts them "
+        "exactly; nothing is raised",
+        reference="triton/runtime/interpreter.py (_convert_float)",
+        replay_in_float32=True,
+        matches=_bfloat16_subnormal_cast,
+    ),
 )
 
 
 def _interpreter_error(
     candidate: Callable[..., Any], case: CheckableCase, backward: bool
-) -> BaseException | None:
-    """The ``InterpreterError`` the candidate raises on ``case`` (run again), else ``None``."""
+) -> BaseException | bool | None:
+    """What the candidate raises on ``case``, run again.
+
+    Returns:
+        The ``InterpreterError``; ``None`` when it raises nothing; ``False`` when it raises
+        another error (the kernel's own).
+    """
     try:
         from triton.runtime.errors import InterpreterError
     except ImportError:  # pragma: no cover - a triton without the interpreter
-        return None
+        return False
     with quiet_replay():
         outcome = run_in_process(candidate, case.call(backward=backward))
     error = outcome.error
-    return error if isinstance(error, InterpreterError) else None
+    if error is None:
+        return None
+    return error if isinstance(error, InterpreterError) else False
 
 
 def _passes_in_float32(
@@ -159,10 +203,10 @@ def interpreter_limit_behind(
         error = _interpreter_error(candidate, case, backward)
     except Exception:  # the replay could not run: no verdict
         return None
-    if error is None:
+    if isinstance(error, bool):  # the kernel's own error
         return None
     for limit in INTERPRETER_LIMITS:
-        if not limit.matches(error):
+        if not limit.matches(error, case):
             continue
         if limit.replay_in_float32 and not _passes_in_float32(candidate, case, oracle, backward):
             return None

@@ -27,8 +27,6 @@ from .arguments import DEFAULT_MAX_EXAMPLES, resolve_arguments
 from .driver import Part, Verification, drive, on_cpu
 from .report import BagRun, QuantizedRun, VerificationReport
 
-__all__ = ["verify_embedding", "verify_embedding_bag", "verify_quantized_embedding"]
-
 
 def verify_embedding(
     candidate: Callable[..., Any],
@@ -39,6 +37,7 @@ def verify_embedding(
     max_examples: int = DEFAULT_MAX_EXAMPLES,
     backward: bool = True,
     seed: int | None = None,
+    deterministic: bool | None = None,
     vocab_sizes: SizeSpec = None,
     embedding_dims: SizeSpec = None,
     num_ids: SizeSpec = None,
@@ -57,6 +56,12 @@ def verify_embedding(
     - with ``backward``, the weight's gradient within the derived error bound (and its sparse
       layout under ``sparse=True``);
     - with ``max_norm``, the in-place renorm of the referenced rows;
+    - what a kernel must not do, on every example: change an argument in place (the ids,
+      the table apart from ``max_norm``'s renorm, the upstream gradient), return memory an
+      argument shares, hand out one output buffer twice, keep state between calls (a second
+      call after the table is negated in place must see the change), or return memory it
+      allocated and did not write; see
+      [What a kernel must not do](../verify.md#what-a-kernel-must-not-do);
     - bad input (an id out of range, a negative id, floating ids, ``padding_idx`` out of
       range): the candidate must raise, as the reference does.
 
@@ -71,6 +76,10 @@ def verify_embedding(
         max_examples: number of examples Hypothesis generates.
         backward: also check gradients.
         seed: fix the run (the report's ``seed`` replays a random run).
+        deterministic: also run each example twice: outputs and gradients must agree bit for
+            bit; ``None`` (the default) asks it exactly when torch's deterministic algorithms
+            are on (``torch.use_deterministic_algorithms``). Off, a sum in any order within
+            its bound is right.
         vocab_sizes: ``V``: an int, an inclusive ``(min, max)`` range or a strategy; default
             1 to 262,144 within a small element budget.
         embedding_dims: ``D``, likewise; default up to 64 within that budget.
@@ -95,15 +104,19 @@ def verify_embedding(
             ``max_examples`` or size knob, or a largest example that would not fit in memory.
 
     Examples:
-        >>> import torch
+        >>> import torch.nn.functional as F
         >>> from embedding_equivalence import verify_embedding
-        >>> report = verify_embedding(lambda input, weight: weight[input], max_examples=20, seed=0)
-        >>> report.passed
-        False
+        >>> verify_embedding(F.embedding, max_examples=20, seed=0).passed
+        True
+        >>> wraps = lambda input, weight: weight[input].clone()  # id -1: the last row
+        >>> report = verify_embedding(wraps, max_examples=20, seed=0)
+        >>> report.passed, report.boundary
+        (False, 'fails at id -1 (int64)')
     """
     args = resolve_arguments(
         "verify_embedding", candidate, options=options, dtypes=dtypes, devices=devices,
-        max_examples=max_examples, seed=seed, backward=backward, boundaries=boundaries,
+        max_examples=max_examples, seed=seed, deterministic=deterministic,
+        backward=backward, boundaries=boundaries,
         transforms=transforms, vocab_sizes=vocab_sizes, embedding_dims=embedding_dims,
         num_ids=num_ids,
     )  # fmt: skip
@@ -133,6 +146,7 @@ def verify_embedding_bag(
     max_examples: int = DEFAULT_MAX_EXAMPLES,
     backward: bool = True,
     seed: int | None = None,
+    deterministic: bool | None = None,
     vocab_sizes: SizeSpec = None,
     embedding_dims: SizeSpec = None,
     num_ids: SizeSpec = None,
@@ -154,6 +168,12 @@ def verify_embedding_bag(
       tied rows may take a ``max`` bag's gradient), its sparse layout under ``sparse=True``,
       and the gradient of ``per_sample_weights``;
     - with ``max_norm``, the in-place renorm of every row the input references;
+    - what a kernel must not do, on every example: change an argument in place (the ids,
+      the table apart from ``max_norm``'s renorm, the upstream gradient), return memory an
+      argument shares, hand out one output buffer twice, keep state between calls (a second
+      call after the table is negated in place must see the change), or return memory it
+      allocated and did not write; see
+      [What a kernel must not do](../verify.md#what-a-kernel-must-not-do);
     - bad input of the kinds in
       [`BAG_INVALID_KINDS`][embedding_equivalence.strategies.BAG_INVALID_KINDS] (on the CPU, one
       example in five): the candidate must raise, as the reference does. The kinds in
@@ -178,6 +198,10 @@ def verify_embedding_bag(
         max_examples: number of examples Hypothesis generates.
         backward: also check gradients.
         seed: fix the run (the report's ``seed`` replays a random run).
+        deterministic: also run each example twice: outputs and gradients must agree bit for
+            bit; ``None`` (the default) asks it exactly when torch's deterministic algorithms
+            are on (``torch.use_deterministic_algorithms``). Off, a sum in any order within
+            its bound is right.
         vocab_sizes: ``V``: an int, an inclusive ``(min, max)`` range or a strategy (as for
             [`verify_embedding`][]).
         embedding_dims: ``D``, likewise.
@@ -200,15 +224,18 @@ def verify_embedding_bag(
             non-float dtype, an absent device, or a bad ``max_examples``.
 
     Examples:
-        >>> import torch.nn.functional as F
-        >>> from embedding_equivalence import verify_embedding_bag
-        >>> report = verify_embedding_bag(F.embedding_bag, modes=("sum",), max_examples=20, seed=0)
+        >>> from embedding_equivalence import lookup_embedding_bag, verify_embedding_bag
+        >>> report = verify_embedding_bag(lookup_embedding_bag, modes=("sum",), max_examples=20)
         >>> report.passed
         True
+
+        ``F.embedding_bag`` itself fails a 2-D input with no ids in a bag (``(B, 0)``): the
+        report names that defect as torch's (``report.torch_defect``).
     """
     args = resolve_arguments(
         "verify_embedding_bag", candidate, options=options, dtypes=dtypes, devices=devices,
-        max_examples=max_examples, seed=seed, backward=backward, boundaries=boundaries,
+        max_examples=max_examples, seed=seed, deterministic=deterministic,
+        backward=backward, boundaries=boundaries,
         transforms=transforms, vocab_sizes=vocab_sizes, embedding_dims=embedding_dims,
         num_ids=num_ids,
     )  # fmt: skip
@@ -248,6 +275,7 @@ def verify_quantized_embedding(
     devices: Sequence[str | torch.device] | None = None,
     max_examples: int = DEFAULT_MAX_EXAMPLES,
     seed: int | None = None,
+    deterministic: bool | None = None,
     vocab_sizes: SizeSpec = None,
     embedding_dims: SizeSpec = None,
     num_ids: SizeSpec = None,
@@ -267,6 +295,12 @@ def verify_quantized_embedding(
       rounded in a float32 compute dtype and the result rounded once to the output dtype,
       nothing looser (a kernel that computes in float16 fails); where the exact value rounds
       to an infinity in the output dtype, that infinity;
+    - what a kernel must not do, on every example: change an argument in place (the ids,
+      the table apart from ``max_norm``'s renorm, the upstream gradient), return memory an
+      argument shares, hand out one output buffer twice, keep state between calls (a second
+      call after the table is negated in place must see the change), or return memory it
+      allocated and did not write; see
+      [What a kernel must not do](../verify.md#what-a-kernel-must-not-do);
     - bad input (an id out of range, a negative id, floating ids): the candidate must raise.
 
     Args:
@@ -277,6 +311,10 @@ def verify_quantized_embedding(
         devices: devices to draw; ``None`` means every device present.
         max_examples: number of examples Hypothesis generates.
         seed: fix the run (the report's ``seed`` replays a random run).
+        deterministic: also run each example twice: outputs and gradients must agree bit for
+            bit; ``None`` (the default) asks it exactly when torch's deterministic algorithms
+            are on (``torch.use_deterministic_algorithms``). Off, a sum in any order within
+            its bound is right.
         vocab_sizes: ``V``: an int, an inclusive ``(min, max)`` range or a strategy.
         embedding_dims: ``D``, likewise (odd values are made even for ``"uint4"``).
         num_ids: ``N``, the length of a 1-D input, likewise.
@@ -307,9 +345,10 @@ def verify_quantized_embedding(
         raise InvalidArgument(str(exc)) from None
     args = resolve_arguments(
         "verify_quantized_embedding", candidate, dtypes=dtypes, devices=devices,
-        max_examples=max_examples, seed=seed, backward=False, boundaries=boundaries,
+        max_examples=max_examples, seed=seed, deterministic=deterministic,
+        backward=False, boundaries=boundaries,
         vocab_sizes=vocab_sizes, embedding_dims=embedding_dims, num_ids=num_ids,
-        default_dtypes=ees.QUANTIZED_SCALE_DTYPES,
+        default_dtypes=ees.QUANTIZED_SCALE_DTYPES, scheme=scheme,
     )  # fmt: skip
     dts, devs, sizes = args.dtypes, args.devices, args.sizes
 

@@ -26,15 +26,6 @@ from .._draw.cases import EmbeddingCase
 from .._draw.recipes import IdsRun
 from ..forms.dtypes import dtype_name
 
-__all__ = [
-    "SHARDED_LIMITS",
-    "around_world_multiples",
-    "sharded_boundaries",
-    "sharded_boundaries_at_size",
-    "sizes_at_the_top",
-]
-
-
 #: The largest ``V`` and ``D`` of the sharded phase. Each example crosses a process group and
 #: every rank builds the whole table, so the axes stop at a few thousand rows and 2**10
 #: columns; the sizes past them are ``verify_embedding``'s.

@@ -22,9 +22,8 @@ candidate's first call the ranks prepare it under the start-up timeout, so that 
 bounds the call alone.
 
 Workers are ended by their pid: at `WorkerGroup.close`, when the group is restarted, and
-when this process exits. Each worker also asks Linux to kill it if this process dies. Inside
-[`shared_workers`][] a group closed in good health leaves its ranks running for the next group
-with the same settings, which takes them over instead of starting its own.
+when this process exits. Each worker also asks Linux to kill it if this process dies. (The
+test suite shares healthy ranks between groups: ``tests/shared_ranks.py``.)
 """
 
 from __future__ import annotations
@@ -40,7 +39,6 @@ import sys
 import tempfile
 import time
 import weakref
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from multiprocessing.connection import Connection, Listener, wait
@@ -50,21 +48,6 @@ import torch
 import torch.distributed as dist
 
 from .._engine.check import Outcome
-
-__all__ = [
-    "DEFAULT_STARTUP_TIMEOUT",
-    "DEFAULT_TIMEOUT",
-    "STARTUP_TIMEOUT_ENV",
-    "TIMEOUT_ENV",
-    "GroupFailure",
-    "StillWaiting",
-    "WorkerGroup",
-    "narrow_timeout",
-    "receive",
-    "send",
-    "shared_pids",
-    "shared_workers",
-]
 
 #: The first item of the request that has a rank import a candidate (see ``_prepare``).
 PREPARE = "prepare the candidate"
@@ -170,49 +153,6 @@ def _stop(workers: list[_Worker]) -> None:
     _kill(workers)
 
 
-#: The settings a group's ranks were started with: who may take them over.
-_Key = tuple[int, str, str, float]
-#: The running ranks kept by [`shared_workers`][] (with the store they joined through), by
-#: their settings; ``None`` outside it.
-_SHARED: dict[_Key, tuple[list[_Worker], dist.TCPStore]] | None = None
-
-
-@contextlib.contextmanager
-def shared_workers() -> Iterator[None]:
-    """Within this block, started ranks outlive their group and serve the next one.
-
-    A [`WorkerGroup`][] closed in good health (every rank alive and idle) leaves its ranks
-    running, and the next group with the same world size, device, backend and call timeout
-    takes them over instead of starting its own, so that several verifications in a row (a
-    test module, a script over many candidates) pay for one start-up, as PyTorch's
-    ``MultiProcContinousTest`` shares one group among its tests. A group in which a rank
-    raised while the others waited, hung or died is still killed, and the next group starts
-    afresh. The ranks keep the environment and import path of the process as it was when they
-    started. When the block ends, every kept rank is ended by its pid; a nested block uses the
-    outer one's ranks.
-
-    Yields:
-        Nothing: the groups created inside the block share their ranks.
-    """
-    global _SHARED
-    if _SHARED is not None:
-        yield
-        return
-    _SHARED = {}
-    try:
-        yield
-    finally:
-        kept, _SHARED = _SHARED, None
-        for workers, _ in kept.values():
-            _stop(workers)
-
-
-def shared_pids() -> list[int]:
-    """The pids of the ranks that [`shared_workers`][] keeps between groups."""
-    kept = _SHARED or {}
-    return [w.process.pid for workers, _ in kept.values() for w in workers]
-
-
 def gpus_short(world_size: int, device: str, backend: str | None, flag: str) -> str | None:
     """Why ``world_size`` spawned ranks over nccl cannot start here, or ``None`` when they can.
 
@@ -270,14 +210,11 @@ class WorkerGroup:
         self.backend = backend or ("nccl" if device == "cuda" else "gloo")
         self.timeout = timeout
         self.startup_timeout = startup_timeout
-        #: Processes started (a restart counts again); ranks taken over from
-        #: [`shared_workers`][] are counted in ``reuses`` instead.
+        #: Processes started (a restart counts again).
         self.starts = 0
-        self.reuses = 0
         self.startup_seconds: list[float] = []
         self._workers: list[_Worker] = []
         self._store: dist.TCPStore | None = None
-        self._busy = False  # a call was sent and not every rank has answered it
         self._finalizer = weakref.finalize(self, _kill, self._workers)
         atexit.register(self._finalizer)
 
@@ -287,58 +224,15 @@ class WorkerGroup:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    @property
-    def pids(self) -> list[int]:
-        """The pids of the running workers."""
-        return [w.process.pid for w in self._workers if w.process.poll() is None]
-
-    @property
-    def _key(self) -> _Key:
-        return (self.world_size, self.device, self.backend, float(self.timeout))
-
-    def _healthy(self) -> bool:
-        """Every rank alive, connected and idle: fit to serve another group."""
-        return (
-            len(self._workers) == self.world_size
-            and not self._busy
-            and all(w.conn is not None and w.process.poll() is None for w in self._workers)
-        )
-
     def close(self) -> None:
-        """Stop every worker (by its pid) and release the store.
-
-        Inside [`shared_workers`][], a healthy group's ranks are kept running instead, for the
-        next group with the same settings.
-        """
-        if _SHARED is not None and self._store is not None and self._healthy():
-            replaced = _SHARED.pop(self._key, None)
-            if replaced is not None:
-                _stop(replaced[0])
-            _SHARED[self._key] = (list(self._workers), self._store)
-            self._workers.clear()
-            self._store = None
-            return
+        """Stop every worker (by its pid) and release the store."""
         self._shut_down()
 
     def _shut_down(self) -> None:
-        """Stop every worker (by its pid) and release the store, shared or not."""
+        """Stop every worker (by its pid) and release the store (what ``close`` does)."""
         _stop(self._workers)
         self._workers.clear()
         self._store = None
-        self._busy = False
-
-    def _take_shared(self) -> bool:
-        """Take over the running ranks that [`shared_workers`][] kept for these settings."""
-        if _SHARED is None or self._key not in _SHARED:
-            return False
-        workers, store = _SHARED.pop(self._key)
-        if not all(w.conn is not None and w.process.poll() is None for w in workers):
-            _stop(workers)
-            return False
-        self._workers.extend(workers)
-        self._store = store
-        self.reuses += 1
-        return True
 
     def _environment(self, rank: int, conn_port: int, key: bytes) -> dict[str, str]:
         env = dict(os.environ)
@@ -363,14 +257,10 @@ class WorkerGroup:
     def start(self) -> None:
         """Start the workers and wait until every rank has joined the process group.
 
-        Inside [`shared_workers`][], take over the kept ranks of these settings if there are.
-
         Raises:
             GroupFailure: a worker died or did not join within the start-up timeout.
         """
         self._shut_down()
-        if self._take_shared():
-            return
         begin = time.perf_counter()
         self._store = dist.TCPStore(_HOST, 0, None, is_master=True, wait_for_workers=False)
         key = secrets.token_bytes(16)
@@ -387,7 +277,7 @@ class WorkerGroup:
                 )
                 self._workers.append(_Worker(rank, process, log))
             self._accept(listener)
-        self._wait_ready()
+        self._await_every_rank("joining the process group", "did not join the process group")
         self.starts += 1
         self.startup_seconds.append(time.perf_counter() - begin)
 
@@ -416,9 +306,6 @@ class WorkerGroup:
         conns = {w.conn: w.rank for w in self._workers if w.conn is not None}
         assert len(conns) == self.world_size
         return conns
-
-    def _wait_ready(self) -> None:
-        self._await_every_rank("joining the process group", "did not join the process group")
 
     def _await_every_rank(self, doing: str, failure: str) -> None:
         """Wait for one message from every rank, under the start-up timeout.
@@ -463,10 +350,9 @@ class WorkerGroup:
             status = "" if code is None else f" (exit status {code})"
             parts.append(f"rank {w.rank}{status}, the end of its log:\n{w.tail() or '(empty)'}")
         names = ", ".join(f"rank {r}" for r in ranks)
-        if timeout is None:
-            limit = f"timeout {self.timeout:g} s"
-        else:
-            limit = f"start-up timeout {timeout:g} s"
+        limit = (
+            f"timeout {self.timeout:g} s" if timeout is None else f"start-up timeout {timeout:g} s"
+        )
         message = f"{names} {what} ({limit})\n\n" + "\n\n".join(parts)
         self._shut_down()
         raise GroupFailure(message, ranks, kind)
@@ -490,7 +376,6 @@ class WorkerGroup:
         if not self._workers:
             self.start()
         self._prepare(request[0])
-        self._busy = True
         for w in self._workers:
             assert w.conn is not None
             try:
@@ -519,23 +404,19 @@ class WorkerGroup:
                 break
         missing = sorted(set(range(self.world_size)) - set(outcomes))
         if not missing:
-            self._busy = False
-            return self._ordered(outcomes)
+            return _ordered(outcomes)
         self._raise_if_dead("running the call")
         if not outcomes or all(o.error is None for o in outcomes.values()):
             self._fail(missing, "hung", "did not finish the call")
         failed = [r for r, o in outcomes.items() if o.error is not None]
         for r in missing:
-            outcomes[r] = Outcome(
-                rank=r,
-                error=StillWaiting(
-                    f"rank {r} was still waiting (in a collective) after rank {failed[0]} "
-                    f"raised; the group was restarted"
-                ),
-                stage="forward",
+            error = StillWaiting(
+                f"rank {r} was still waiting (in a collective) after rank {failed[0]} "
+                f"raised; the group was restarted"
             )
+            outcomes[r] = Outcome(rank=r, error=error, stage="forward")
         self._shut_down()  # restarted by the next run
-        return self._ordered(outcomes)
+        return _ordered(outcomes)
 
     def _prepare(self, candidate: str) -> None:
         """Have every rank import ``candidate`` and build its mesh, under the start-up timeout.
@@ -552,12 +433,10 @@ class WorkerGroup:
         for w in self._workers:
             w.prepared.add(candidate)
 
-    def _ordered(self, outcomes: dict[int, Outcome]) -> list[Outcome]:
-        waiting = [o for o in outcomes.values() if isinstance(o.error, StillWaiting)]
-        first = [o for o in outcomes.values() if o.error is not None and o not in waiting]
-        rest = [o for o in outcomes.values() if o.error is None]
-        return [*sorted(first, key=_rank_of), *sorted(rest, key=_rank_of), *waiting]
 
-
-def _rank_of(outcome: Outcome) -> int:
-    return outcome.rank or 0
+def _ordered(outcomes: dict[int, Outcome]) -> list[Outcome]:
+    """The ranks that raised, then those that did not, then those left waiting; each by rank."""
+    return sorted(
+        outcomes.values(),
+        key=lambda o: (isinstance(o.error, StillWaiting), o.error is None, o.rank or 0),
+    )

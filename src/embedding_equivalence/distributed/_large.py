@@ -32,17 +32,9 @@ import torch
 from .._draw.cases import EmbeddingCase, TableFacts
 from .._draw.recipes import IdsRecipe, WeightRecipe, dtype_source
 from .._draw.tensors import LARGE_TABLE_ELEMENTS
+from ..forms import validation
 from ..oracle.call import Call
 from .forms import shard_range
-
-__all__ = [
-    "BLOCK_ELEMENTS",
-    "SHARD_LOCAL_ELEMENTS",
-    "BlockTable",
-    "LargeShardedCase",
-    "ShardedCall",
-    "shard_local",
-]
 
 #: Tables of at least this many elements are built shard by shard on the ranks (the size from
 #: which ``verify_embedding`` draws a table in its own dtype). A module attribute, so that a
@@ -86,17 +78,13 @@ class BlockTable:
         """Rows of one block."""
         return max(1, BLOCK_ELEMENTS // max(self.embedding_dim, 1))
 
-    def _block_seed(self, block: int) -> int:
-        return (self.seed * _MIX + block) % (1 << 63)
-
     def _fill_block(self, block: int, out: torch.Tensor) -> None:
         """Draw block ``block`` (its rows, every column) into ``out``."""
-        generator = torch.Generator().manual_seed(self._block_seed(block))
+        generator = torch.Generator().manual_seed((self.seed * _MIX + block) % (1 << 63))
         out.uniform_(-1, 1, generator=generator)
 
     def _block(self, block: int) -> torch.Tensor:
-        lo = block * self.block_rows
-        hi = min(self.num_embeddings, lo + self.block_rows)
+        lo, hi = block * self.block_rows, min(self.num_embeddings, (block + 1) * self.block_rows)
         out = torch.empty(hi - lo, self.embedding_dim, dtype=self.dtype)
         self._fill_block(block, out)
         return out
@@ -110,8 +98,7 @@ class BlockTable:
         step = self.block_rows
         whole = columns is None or (c0, c1) == (0, self.embedding_dim)
         for block in range(lo // step, (hi - 1) // step + 1):
-            b_lo = block * step
-            b_hi = min(self.num_embeddings, b_lo + step)
+            b_lo, b_hi = block * step, min(self.num_embeddings, (block + 1) * step)
             a, b = max(lo, b_lo), min(hi, b_hi)
             if whole and (a, b) == (b_lo, b_hi):  # the whole block: draw in place
                 self._fill_block(block, out[a - lo : b - lo])
@@ -142,29 +129,22 @@ class BlockTable:
     def source(self) -> str:
         """Python that defines ``table_rows(lo, hi, c0, c1)`` with these values (after torch)."""
         v, d, step = self.num_embeddings, self.embedding_dim, self.block_rows
-        return "\n".join(
-            [
-                "def table_rows(lo, hi, c0, c1):",
-                f'    """Rows lo:hi, columns c0:c1 of the ({v}, {d}) table, drawn a block of '
-                f'{step} rows at a time."""',
-                f"    out = torch.empty(hi - lo, c1 - c0, dtype={dtype_source(self.dtype)})",
-                f"    for block in range(lo // {step}, (hi - 1) // {step} + 1):",
-                f"        b_lo = block * {step}",
-                f"        b_hi = min({v}, b_lo + {step})",
-                f"        seed = ({self.seed} * {_MIX:#x} + block) % (1 << 63)",
-                f"        values = torch.empty(b_hi - b_lo, {d}, dtype={dtype_source(self.dtype)})",
-                "        values.uniform_(-1, 1, generator=torch.Generator().manual_seed(seed))",
-                "        a, b = max(lo, b_lo), min(hi, b_hi)",
-                "        out[a - lo : b - lo] = values[a - b_lo : b - b_lo, c0:c1]",
-                "    return out",
-            ]
-        )
-
-
-def _positive(padding_idx: object, num_embeddings: int) -> int | None:
-    if not isinstance(padding_idx, int) or isinstance(padding_idx, bool):
-        return None
-    return padding_idx + num_embeddings if padding_idx < 0 else padding_idx
+        lines = [
+            "def table_rows(lo, hi, c0, c1):",
+            f'    """Rows lo:hi, columns c0:c1 of the ({v}, {d}) table, drawn a block of '
+            f'{step} rows at a time."""',
+            f"    out = torch.empty(hi - lo, c1 - c0, dtype={dtype_source(self.dtype)})",
+            f"    for block in range(lo // {step}, (hi - 1) // {step} + 1):",
+            f"        b_lo = block * {step}",
+            f"        b_hi = min({v}, b_lo + {step})",
+            f"        seed = ({self.seed} * {_MIX:#x} + block) % (1 << 63)",
+            f"        values = torch.empty(b_hi - b_lo, {d}, dtype={dtype_source(self.dtype)})",
+            "        values.uniform_(-1, 1, generator=torch.Generator().manual_seed(seed))",
+            "        a, b = max(lo, b_lo), min(hi, b_hi)",
+            "        out[a - lo : b - lo] = values[a - b_lo : b - b_lo, c0:c1]",
+            "    return out",
+        ]
+        return "\n".join(lines)
 
 
 @dataclass
@@ -233,15 +213,12 @@ class LargeShardedCase(TableFacts):
     @property
     def padding_row(self) -> int | None:
         """The table's row that ``padding_idx`` names (counted from 0), or ``None``."""
-        return _positive(self.kwargs.get("padding_idx"), self.num_embeddings)
+        return validation.padding_row(self.kwargs.get("padding_idx"), self.num_embeddings)
 
     def referenced_rows(self) -> tuple[int, ...]:
         """The sorted global rows of the compact table: every id's, and the padding row."""
-        rows = set(self.ids.values)
-        padding = self.padding_row
-        if padding is not None:
-            rows.add(padding)
-        return tuple(sorted(int(r) for r in rows))
+        padding = () if self.padding_row is None else (self.padding_row,)
+        return tuple(sorted({int(r) for r in (*self.ids.values, *padding)}))
 
     def call(self, backward: bool = True) -> ShardedCall:
         """The compact call (see [`ShardedCall`][]); a valid case's only."""

@@ -11,6 +11,7 @@ its global number ([`judge_large`][]).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -25,17 +26,12 @@ from ..oracle.call import Call
 from ._large import LargeShardedCase, ShardedCall
 from ._large_rank import LargeOutcome
 
-__all__ = ["judge_large", "large_name"]
-
 
 def _summed(pieces: Sequence[torch.Tensor | None]) -> torch.Tensor | None:
     """The sum of the ranks' pieces (each entry is one rank's), or ``None`` if one is missing."""
     if not pieces or any(p is None for p in pieces):
         return None
-    total = pieces[0].clone()  # type: ignore[union-attr]
-    for p in pieces[1:]:
-        total += p  # type: ignore[operator]
-    return total
+    return functools.reduce(torch.add, pieces[1:], pieces[0].clone())  # type: ignore[arg-type, union-attr]
 
 
 _ROW = re.compile(r"^(weight\.grad|weight \(after max_norm\))\[(\d+)")

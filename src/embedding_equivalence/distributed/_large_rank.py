@@ -26,8 +26,6 @@ from ..oracle.expected import RowDigests, row_chunks
 from ._large import ShardedCall
 from .forms import shard_range
 
-__all__ = ["LargeOutcome", "run_large_on_rank", "wants_backward"]
-
 
 @dataclass
 class LargeOutcome(Outcome):
@@ -146,10 +144,10 @@ def run_large_on_rank(
     v, d = case.num_embeddings, case.embedding_dim
     world, rank = mesh.size(), mesh.get_local_rank()
     lo, hi = shard_range(v if sharding_dim == 0 else d, world, rank)
+    shape = (hi - lo, d) if sharding_dim == 0 else (v, hi - lo)  # this rank's shard
     if case.invalid is None:
         local = case.table.shard(sharding_dim, world, rank).to(device)
     else:  # the candidate must refuse the ids before it reads a value: none are drawn
-        shape = (hi - lo, d) if sharding_dim == 0 else (v, hi - lo)
         local = torch.empty(shape, dtype=case.dtype, device=device)
     backward = call.grad_output is not None
     weight = DTensor.from_local(
@@ -194,11 +192,10 @@ def run_large_on_rank(
         return failed(outcome, exc, "backward")  # type: ignore[return-value]
     if grad is None:
         return outcome
-    want = (hi - lo, d) if sharding_dim == 0 else (v, hi - lo)
-    if tuple(grad.shape) != want:
+    if tuple(grad.shape) != shape:
         error = ValueError(
             f"weight.grad's local shard on rank {rank} has shape {tuple(grad.shape)}, expected "
-            f"{want} (Shard({sharding_dim}) of ({v}, {d}) over {world} ranks)"
+            f"{shape} (Shard({sharding_dim}) of ({v}, {d}) over {world} ranks)"
         )
         return failed(outcome, error, "backward")  # type: ignore[return-value]
     outcome.weight_grad, local_rows = _piece(grad, rows, sharding_dim, lo, hi, d)

@@ -25,8 +25,6 @@ from typing import Any
 
 import torch.distributed as dist
 
-__all__ = ["Liveness", "Peer"]
-
 #: Seconds between two heartbeats of a rank.
 _BEAT = 1.0
 #: Seconds without a heartbeat after which a rank on another host is lost (its connections may

@@ -15,6 +15,7 @@ CPU tensor or text, so it pickles.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import pickle
 import time
 import traceback
@@ -28,11 +29,10 @@ from torch.distributed.tensor import DTensor, Shard, distribute_tensor
 
 from .._engine.check import Outcome
 from .._engine.names import import_reference
+from .._engine.purity import Before, call_again, negated_values, shared_input
 from ..oracle.call import Call
 from ._large import ShardedCall
 from ._large_rank import run_large_on_rank, wants_backward
-
-__all__ = ["SHARDINGS", "load_candidate", "prepare_on_rank", "run_on_rank", "shutdown_group"]
 
 #: The shardings and the dimension of the table each splits.
 SHARDINGS: dict[str, int] = {"vocab": 0, "dim": 1}
@@ -107,6 +107,16 @@ def _detached(t: object) -> object:
     return t.detach().clone().cpu() if isinstance(t, torch.Tensor) else t
 
 
+def _negate(weight: DTensor) -> Callable[[], None]:
+    """Negates this rank's shard of the table in place."""
+
+    def negate() -> None:
+        with torch.no_grad():
+            weight.neg_()
+
+    return negate
+
+
 def run_on_rank(
     candidate: str,
     call: Call,
@@ -149,22 +159,42 @@ def run_on_rank(
     weight.requires_grad_(backward)
     input = call.input.to(device)
     kwargs = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in call.kwargs.items()}
+    named = [("input", input)] + [(k, v) for k, v in kwargs.items() if isinstance(v, torch.Tensor)]
+    if "max_norm" not in kwargs:  # with max_norm the judge compares the table with the oracle's
+        named.append(("weight.to_local()", weight.to_local()))
+    before = Before.of(call, named)
     try:
-        out = _plain(fn(input, weight, **kwargs))
+        returned = fn(input, weight, **kwargs)
+        out = _plain(returned)
     except Exception as exc:  # the judge decides whether raising was right
         return _failed(outcome, exc, "forward", start)
     outcome.output = _detached(out)
+    outcome.side_effect = before.changed("the call")
+    local = returned.to_local() if isinstance(returned, DTensor) else returned
+    outcome.shares = shared_input(local, dataclasses.replace(call, weight=weight.to_local()))
+    # A side effect seen on one rank ends nothing early: the others would wait for it in the
+    # collectives of the backward pass and of the second call.
     if "max_norm" in kwargs:  # the renorm's side effect, judged on the whole table
         try:
             outcome.table = _detached(_plain(weight.detach()))  # type: ignore[assignment]
         except Exception as exc:
             return _failed(outcome, exc, "forward", start)
-    if not wants_backward(out, backward, outcome):
-        return outcome
-    assert call.grad_output is not None
-    try:
-        out.backward(call.grad_output.to(device))
-        outcome.weight_grad = _detached(_plain(weight.grad))  # type: ignore[assignment]
-    except Exception as exc:
-        return _failed(outcome, exc, "backward", start)
+    if wants_backward(out, backward, outcome):
+        assert call.grad_output is not None
+        grad_output = call.grad_output.to(device)
+        upstream = Before.of(call, [("grad_output", grad_output)])
+        try:
+            out.backward(grad_output)
+            outcome.weight_grad = _detached(_plain(weight.grad))  # type: ignore[assignment]
+        except Exception as exc:
+            return _failed(outcome, exc, "backward", start)
+        outcome.side_effect = (
+            outcome.side_effect or upstream.changed("backward") or before.changed("backward")
+        )
+    if negated_values(call) is not None and isinstance(local, torch.Tensor):
+        again = call_again(fn, (input, weight), kwargs, _negate(weight), local, _plain)
+        again.output = None if again.output is None else again.output.cpu()
+        again.error = None if again.error is None else _portable(again.error.with_traceback(None))
+        outcome.again = again
+        outcome.side_effect = outcome.side_effect or before.changed("a second call")
     return outcome

@@ -17,13 +17,11 @@ the same whole tensors, so the ranks agree, and a rank whose check fails leaves 
 
 from __future__ import annotations
 
-from .._draw.cases import EmbeddingCase
+from .._draw.cases import EmbeddingCase, refusal_source
 from .._draw.recipes import dtype_source, kwargs_source
 from .._engine.check import CheckableCase, Snippet
 from ._large import LargeShardedCase
 from ._rank import SHARDINGS
-
-__all__ = ["large_snippet", "sharded_snippet"]
 
 
 def _head(world_size: int, preamble: str, tensor_api: str, testing: list[str]) -> list[str]:
@@ -40,18 +38,6 @@ def _head(world_size: int, preamble: str, tensor_api: str, testing: list[str]) -
     if testing:
         lines.append(f"from embedding_equivalence.testing import {', '.join(testing)}")
     return lines
-
-
-def _must_raise(call: str, invalid: str) -> list[str]:
-    """Lines that make ``call`` and assert that it raised (the reference refuses it)."""
-    return [
-        "try:",
-        f"    {call}",
-        "except Exception as error:",
-        '    print(dist.get_rank(), "refused, as it must be:", repr(error))',
-        "else:",
-        f"    raise AssertionError({('the call must raise (' + invalid + ')')!r})",
-    ]
 
 
 def _sharded_function(dim: int, device: str, max_norm: bool) -> list[str]:
@@ -106,7 +92,8 @@ def _small_script(
     ]
     options = kwargs_source(case.kwargs)
     if case.invalid is not None:  # every rank must raise
-        lines += _must_raise(f"out = sharded(input, weight{options})", case.invalid)
+        call = f"sharded(input, weight{options})"
+        lines += refusal_source(call, case.invalid, "dist.get_rank(), ")
     else:
         grad = ", grad_output" if backward else ""
         lines += [
@@ -267,12 +254,12 @@ def large_snippet(
     lines.append(case.ids.source("input"))
     if device != "cpu":
         lines.append(f"input = input.to({device!r})")
-    call = f"out = {fn}(input, weight{kwargs_source(case.kwargs)})"
+    call = f"{fn}(input, weight{kwargs_source(case.kwargs)})"
     if case.invalid is not None:
-        lines += [*_must_raise(call, case.invalid), "dist.destroy_process_group()"]
-        return "\n".join(lines)
+        lines += refusal_source(call, case.invalid, "dist.get_rank(), ")
+        return "\n".join([*lines, "dist.destroy_process_group()"])
     lines += [
-        call,
+        f"out = {call}",
         "out = out.full_tensor() if isinstance(out, DTensor) else out",
         "ids = input.reshape(-1).tolist()",
         f"expected = (torch.stack([table_rows(i, i + 1, 0, {d})[0] for i in ids]) if ids "

@@ -71,8 +71,6 @@ from ._group import DEFAULT_STARTUP_TIMEOUT, GroupFailure, narrow_timeout
 from ._liveness import Liveness
 from ._rank import load_candidate, run_on_rank
 
-__all__ = ["TorchrunGroup", "broken_group"]
-
 #: How long the serving ranks wait for rank 0's next call (it may be shrinking a failure).
 _INBOX_TIMEOUT = timedelta(hours=1)
 #: Seconds a serving rank waits for rank 0's failing report in the store after the group broke.
@@ -208,24 +206,21 @@ class TorchrunGroup:
                 f"groups and ended the run (torchrun does not bring lost ranks back: restart "
                 f"the job)"
             )
-            failure = GroupFailure(message, lost, "lost")
-            _BROKEN = failure
         elif self.rank == 0:
-            failure = GroupFailure(
+            message = (
                 f"a rank did not report within {2 * self.timeout + 10:g} s (it hangs, or "
                 f"waits on a rank that hangs); the verifier closed its groups, so the other "
                 f"ranks return this report, and the hung rank prints its stack to its stderr "
-                f"and exits: {exc}",
-                [],
-                "hung",
+                f"and exits: {exc}"
             )
         else:
-            failure = GroupFailure(
+            message = (
                 f"rank {self.rank} ({self._liveness.me.node}) lost its connection to the "
-                f"group while {doing}, and no rank is gone: {exc}",
-                [],
-                "hung",
+                f"group while {doing}, and no rank is gone: {exc}"
             )
+        failure = GroupFailure(message, lost, "lost" if lost else "hung")
+        if lost:
+            _BROKEN = failure
         self._failure = failure
         return failure
 
@@ -359,6 +354,8 @@ class TorchrunGroup:
                 report: VerificationReport = pickle.loads(bytes.fromhex(raw.decode()))
                 return report
         name = candidate_name(load_candidate(self._reference)) if self._reference else "?"
+        seconds = tuple(round(s, 3) for s in self.startup_seconds)
+        record = ShardedRun(self._sharding, self.world_size, self.starts, seconds)
         return VerificationReport(
             candidate=name,
             passed=False,
@@ -369,12 +366,5 @@ class TorchrunGroup:
             seed=0,
             elapsed=time.perf_counter() - self._began,
             devices=(self.device,),
-            sharded=ShardedRun(
-                self._sharding,
-                self.world_size,
-                self.starts,
-                tuple(round(s, 3) for s in self.startup_seconds),
-            )
-            if self._sharding
-            else None,
+            sharded=record if self._sharding else None,
         )

@@ -13,6 +13,7 @@ on every rank.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -47,13 +48,6 @@ from ._large_judge import judge_large
 from ._rank import SHARDINGS
 from ._repro import sharded_snippet
 from ._torchrun import TorchrunGroup
-
-__all__ = [
-    "MAX_RESTARTS",
-    "sharded_embedding_cases",
-    "sharded_snippet",
-    "verify_sharded_embedding",
-]
 
 #: Group restarts allowed while shrinking a failure that makes ranks wait on each other.
 MAX_RESTARTS = 4
@@ -165,32 +159,6 @@ def _boundaries(
             yield _local_boundary(boundary)
 
 
-class _GroupRunner:
-    """The engine's runner seam for a process group: every rank runs the call."""
-
-    def __init__(self, reference: str, sharding: str, group: WorkerGroup | TorchrunGroup) -> None:
-        self.reference = reference
-        self.sharding = sharding
-        self.group = group
-
-    def __call__(self, candidate: Callable[..., Any], call: Call) -> list[Outcome]:
-        # The ranks import the candidate by reference; here it only names the call.
-        if self.group.starts > MAX_RESTARTS + 1:
-            raise AbortRun(
-                f"stopped shrinking after {MAX_RESTARTS} restarts of the process group (each "
-                f"failure that leaves ranks waiting in a collective needs one); the smallest "
-                f"failure found so far is shown",
-                use_last_failure=True,
-            )
-        try:
-            outcomes = self.group.run(self.reference, call, self.sharding)
-        except GroupFailure as exc:
-            raise AbortRun(str(exc)) from exc
-        if isinstance(call, ShardedCall):  # pieces of the referenced rows: judged here
-            return judge_large(candidate, call, outcomes, self.sharding)
-        return outcomes
-
-
 def verify_sharded_embedding(
     candidate: Callable[..., Any] | str,
     *,
@@ -200,6 +168,7 @@ def verify_sharded_embedding(
     max_examples: int = DEFAULT_MAX_EXAMPLES,
     backward: bool = True,
     seed: int | None = None,
+    deterministic: bool | None = None,
     vocab_sizes: SizeSpec = None,
     embedding_dims: SizeSpec = None,
     num_ids: SizeSpec = None,
@@ -220,8 +189,11 @@ def verify_sharded_embedding(
     rank with the same upstream gradient, and ``weight.grad.full_tensor()`` is judged against
     the exact float64 oracle and derived bound of
     [`verify_embedding`][embedding_equivalence.verify_embedding]. Every rank's output and gradient
-    is
-    judged: they must agree on every rank.
+    is judged: they must agree on every rank. Each rank also checks what a kernel must not do
+    (see [What a kernel must not do](../verify.md#what-a-kernel-must-not-do)): its arguments
+    and its shard of the table are left unchanged, the output shares no argument's memory,
+    and a second call after the shard is negated in place leaves the first output unchanged
+    and gives the new values. A table past 2**22 elements gets none of the second call.
 
     The verifier starts its own ranks (spawned processes that join a gloo group on the CPU,
     nccl on CUDA) and ends them by pid when it returns. Called on every rank of a group that
@@ -254,6 +226,10 @@ def verify_sharded_embedding(
         max_examples: number of examples Hypothesis generates, shared between the devices.
         backward: also check gradients.
         seed: fix the run (the report's ``seed`` replays a random run).
+        deterministic: also run each example twice: outputs and gradients must agree bit for
+            bit; ``None`` (the default) asks it exactly when torch's deterministic algorithms
+            are on (``torch.use_deterministic_algorithms``). Off, a sum in any order within
+            its bound is right.
         vocab_sizes: ``V``: an int, an inclusive ``(min, max)`` range or a strategy (as for
             [`verify_embedding`][embedding_equivalence.verify_embedding]); default 1 to
             ``4 * world_size + 4``.
@@ -310,57 +286,71 @@ def verify_sharded_embedding(
         devices = [d for d in present if gpus_short(world_size, d, backend, "") is None]
     args = resolve_arguments(
         "verify_sharded_embedding", fn, options=options, dtypes=dtypes, devices=devices,
-        max_examples=max_examples, seed=seed, backward=backward, boundaries=boundaries,
+        max_examples=max_examples, seed=seed, deterministic=deterministic,
+        backward=backward, boundaries=boundaries,
         vocab_sizes=vocab_sizes, embedding_dims=embedding_dims, num_ids=num_ids,
     )  # fmt: skip
     for device in args.devices:
         short = None if existing else gpus_short(world_size, device, backend, "world_size=")
         if short is not None:
             raise InvalidArgument(short)
+    times = {"timeout": timeout, "startup_timeout": startup_timeout}
     if existing and dist.get_rank() != 0:  # rank 0 drives; the others run what it sends
-        return TorchrunGroup(args.devices[0], timeout, startup_timeout=startup_timeout).serve()
+        return TorchrunGroup(args.devices[0], **times).serve()
+    new_group: Callable[..., WorkerGroup | TorchrunGroup] = (
+        functools.partial(TorchrunGroup, **times)
+        if existing
+        else functools.partial(WorkerGroup, world_size, backend=backend, **times)
+    )
     world = dist.get_world_size() if existing else world_size
     vocab, dim = _requested(vocab_sizes), _requested(embedding_dims)
     at_size = (vocab, dim) if vocab is not None and dim is not None else None
-
-    def part(device: str) -> Callable[[], Part]:
-        def make() -> Part:
-            group: WorkerGroup | TorchrunGroup = (
-                TorchrunGroup(device, timeout, startup_timeout=startup_timeout)
-                if existing
-                else WorkerGroup(
-                    world_size,
-                    device=device,
-                    backend=backend,
-                    timeout=timeout,
-                    startup_timeout=startup_timeout,
-                )
-            )
-            return _part(args, reference, group, sharding, world, device, at_size)
-
-        return make
-
-    parts = [part(device) for device in args.devices]
+    parts = [
+        functools.partial(_part, args, reference, new_group, sharding, world, device, at_size)
+        for device in args.devices
+    ]
     return drive(Verification(fn, args, EmbeddingOracle.for_call, parts))
 
 
 def _part(
     args: Arguments,
     reference: str,
-    group: WorkerGroup | TorchrunGroup,
+    new_group: Callable[..., WorkerGroup | TorchrunGroup],
     sharding: str,
     world: int,
     device: str,
     at_size: tuple[tuple[int, int], tuple[int, int]] | None,
 ) -> Part:
-    """One device's part of [`verify_sharded_embedding`][]: its cases, its group, its record."""
+    """One device's part of [`verify_sharded_embedding`][]: its cases, its group, its record.
+
+    The group (``new_group(device=device)``) starts its ranks on the part's first call.
+    """
     dts = args.dtypes_on(device)
+    group = new_group(device=device)
 
     def cases(invalid: bool = False) -> st.SearchStrategy[Any]:
         return sharded_embedding_cases(
             world_size=world, sharding=sharding, options=args.options,
             dtype=st.sampled_from(dts), invalid=invalid, sizes=args.sizes,
         ).map(_shard_local)  # fmt: skip
+
+    def run(candidate: Callable[..., Any], call: Call) -> list[Outcome]:
+        """The engine's runner seam for a process group: every rank runs the call."""
+        # The ranks import the candidate by reference; here it only names the call.
+        if group.starts > MAX_RESTARTS + 1:
+            raise AbortRun(
+                f"stopped shrinking after {MAX_RESTARTS} restarts of the process group (each "
+                f"failure that leaves ranks waiting in a collective needs one); the smallest "
+                f"failure found so far is shown",
+                use_last_failure=True,
+            )
+        try:
+            outcomes = group.run(reference, call, sharding)
+        except GroupFailure as exc:
+            raise AbortRun(str(exc)) from exc
+        if isinstance(call, ShardedCall):  # pieces of the referenced rows: judged here
+            return judge_large(candidate, call, outcomes, sharding)
+        return outcomes
 
     def finish(report: VerificationReport) -> VerificationReport:
         seconds = tuple(round(s, 3) for s in group.startup_seconds)
@@ -374,7 +364,7 @@ def _part(
         cases(),
         invalid=cases(invalid=True),
         boundaries=_boundaries(sharding, world, args.options, dts, device, at_size),
-        runner=_GroupRunner(reference, sharding, group),
+        runner=run,
         snippet=sharded_snippet(sharding, world, device),
         devices=(device,),
         dtypes=dts,

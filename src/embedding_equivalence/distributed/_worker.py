@@ -27,8 +27,6 @@ import torch.distributed as dist
 from ._group import PREPARE, narrow_timeout, receive, send
 from ._rank import prepare_on_rank, run_on_rank, shutdown_group
 
-__all__ = ["main"]
-
 
 def _die_with_parent() -> None:
     """Ask Linux to kill this process when its parent dies (a no-op elsewhere)."""

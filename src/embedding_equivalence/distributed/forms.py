@@ -38,17 +38,6 @@ from torch.distributed.tensor import DTensor, Shard
 from ..forms.renorm import grad_row_scale, renorm_rows_, scale_rows_
 from ..forms.validation import check_embedding_args, check_ids_in_range
 
-__all__ = [
-    "AllGatherForwardSplitBackward",
-    "AllReduceForwardIdentityBackward",
-    "SHARDED_FORMS",
-    "partial_norms",
-    "dim_parallel_embedding",
-    "shard_range",
-    "vocab_parallel_embedding",
-    "vocab_parallel_matmul_embedding",
-]
-
 
 def shard_range(size: int, world_size: int, rank: int) -> tuple[int, int]:
     """The ``[start, stop)`` of a dimension of ``size`` that ``rank`` holds under torch's chunking.
@@ -120,15 +109,24 @@ class AllGatherForwardSplitBackward(torch.autograd.Function):
         return grad_outputs[0][..., start:stop].contiguous(), None, None
 
 
-def _sharded_table(
-    weight: object, dim: int, fn: str
-) -> tuple[torch.Tensor, dist.ProcessGroup, int, int]:
-    """Check that ``weight`` is a DTensor sharded on ``dim`` over a 1-D mesh; its local block.
+def _check_call(
+    input: torch.Tensor,
+    weight: Any,
+    options: tuple[int | None, float | None, float],
+    dim: int,
+    fn: str,
+) -> tuple[int | None, torch.Tensor, torch.Tensor, dist.ProcessGroup, int, int]:
+    """The checks of every sharded form, in the order of the unsharded ones.
+
+    First that ``weight`` is a DTensor sharded on ``dim`` over a 1-D mesh, then the checks of
+    the unsharded forms.
 
     Returns:
-        ``(shard, group, world_size, rank)``: ``shard`` is the rank's block outside autograd
-        (for the in-place renorm); ``weight.to_local()`` is its differentiable view.
+        ``(padding row, flat ids, shard, group, world_size, rank)``: ``shard`` is the rank's
+        block outside autograd (for the in-place renorm); ``weight.to_local()`` is its
+        differentiable view.
     """
+    padding_idx, max_norm, norm_type = options
     want = f"distribute_tensor(weight, mesh, [Shard({dim})])"
     if not isinstance(weight, DTensor):
         raise TypeError(
@@ -145,26 +143,14 @@ def _sharded_table(
         )
     group = mesh.get_group()
     with torch.no_grad():  # the shard itself, for max_norm's in-place renorm
-        shard = weight.to_local()
-    return shard, group, dist.get_world_size(group), dist.get_rank(group)
-
-
-def _check_call(
-    input: torch.Tensor,
-    weight: Any,
-    options: tuple[int | None, float | None, float],
-    dim: int,
-    fn: str,
-) -> tuple[int | None, torch.Tensor, torch.Tensor, dist.ProcessGroup, int, int]:
-    """The checks of every sharded form, in the order of the unsharded ones."""
-    padding_idx, max_norm, norm_type = options
-    local, group, world, rank = _sharded_table(weight, dim, fn)
+        local = weight.to_local()
     # A stand-in with the global table's shape, dtype and device but no values (a stride-0
     # view of one element), so that the checks and messages are those of the unsharded forms.
     table = local.new_empty((1, 1)).expand(weight.shape)
     padding = check_embedding_args(input, table, padding_idx, max_norm, norm_type, fn)
     check_ids_in_range(input, weight.shape[0], fn)
-    return padding, input.reshape(-1).long(), local, group, world, rank
+    flat = input.reshape(-1).long()
+    return padding, flat, local, group, dist.get_world_size(group), dist.get_rank(group)
 
 
 def _vocab_parallel(
@@ -176,10 +162,8 @@ def _vocab_parallel(
     matmul: bool,
 ) -> torch.Tensor:
     """Masked local lookup (or block one-hot product) of the owned rows, then an all-reduce."""
-    padding_idx, max_norm, norm_type, scale_grad_by_freq = options
-    padding, flat, local, group, world, rank = _check_call(
-        input, weight, (padding_idx, max_norm, norm_type), 0, fn
-    )
+    _, max_norm, norm_type, scale_grad_by_freq = options
+    padding, flat, local, group, world, rank = _check_call(input, weight, options[:3], 0, fn)
     start, stop = shard_range(weight.shape[0], world, rank)
     owned = (flat >= start) & (flat < stop)
     local_ids = flat[owned] - start
@@ -296,13 +280,11 @@ def _renorm_whole_rows_(
     unique = torch.unique(flat)
     with torch.no_grad():
         part = partial_norms(local[unique], norm_type)
-        if math.isinf(norm_type):
-            dist.all_reduce(part, op=dist.ReduceOp.MAX, group=group)
-            norms = part
-        else:
-            powered = part.pow(norm_type)
-            dist.all_reduce(powered, op=dist.ReduceOp.SUM, group=group)
-            norms = powered.pow(1.0 / norm_type)
+        inf = math.isinf(norm_type)
+        norms = part if inf else part.pow(norm_type)
+        dist.all_reduce(norms, op=dist.ReduceOp.MAX if inf else dist.ReduceOp.SUM, group=group)
+        if not inf:
+            norms = norms.pow(1.0 / norm_type)
     scale_rows_(local, unique, norms, max_norm)
 
 

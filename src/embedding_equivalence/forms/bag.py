@@ -41,8 +41,6 @@ from .validation import (
     check_ids_in_range,
 )
 
-__all__ = ["bag_bounds", "bag_count_matrix", "lookup_embedding_bag", "matmul_embedding_bag"]
-
 
 def bag_bounds(
     shape: Sequence[int], offsets: Sequence[int] | None, include_last_offset: bool

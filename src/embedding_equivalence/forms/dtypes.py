@@ -9,14 +9,6 @@ from __future__ import annotations
 
 import torch
 
-__all__ = [
-    "FLOAT_DTYPES",
-    "FLOAT_DTYPE_NAMES",
-    "INDEX_DTYPES",
-    "INTEGER_TABLE_DTYPES",
-    "dtype_name",
-]
-
 #: Index dtypes accepted by ``F.embedding`` (and so by every implementation here).
 INDEX_DTYPES: tuple[torch.dtype, ...] = (torch.int64, torch.int32)
 #: The floating dtypes of tables, in shrinking order (float32 first): what the verifiers draw,

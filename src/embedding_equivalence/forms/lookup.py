@@ -12,10 +12,8 @@ import torch
 import torch.nn.functional as F
 
 from .options import option_excluded
-from .renorm import grad_row_scale, renorm_rows_
+from .renorm import position_counts, renorm_rows_, stop_padding_grad
 from .validation import check_embedding_args, check_ids_in_range
-
-__all__ = ["lookup_embedding"]
 
 
 def lookup_embedding(
@@ -91,9 +89,13 @@ def lookup_embedding(
         max_norm = None
     if scale_grad_by_freq:
         # torch <= 2.13: F.embedding's double backward ignores scale_grad_by_freq. The same
-        # scale as a differentiable rule on the table's gradient has the right one.
-        weight = grad_row_scale(weight, input.reshape(-1).long(), None, True)
-        scale_grad_by_freq = False
+        # scale as a differentiable rule on each position's gradient (before the sum, as
+        # torch's own backward divides) has the right one.
+        flat = input.reshape(-1).long()
+        out = lookup_embedding(input, weight, padding, None, norm_type, False, sparse)
+        rows = out.reshape(-1, weight.shape[1])
+        scaled = stop_padding_grad(rows, flat, None, position_counts(flat, weight.shape[0]))
+        return scaled.reshape(out.shape)
     if input.numel() == 0 and not sparse:
         # torch <= 2.13: the double backward of F.embedding fails on empty ids ("cannot
         # reshape tensor of 0 elements into shape [0, -1]"); an empty slice of the table is

@@ -25,15 +25,6 @@ import torch.nn.functional as F
 
 from .renorm import prepare_product_call, stop_padding_grad
 
-__all__ = [
-    "SparseProduct",
-    "dense_one_hot",
-    "linear_embedding",
-    "matmul_embedding",
-    "sparse_matmul_embedding",
-    "sparse_one_hot",
-]
-
 
 def dense_one_hot(ids: torch.Tensor, num_classes: int, dtype: torch.dtype) -> torch.Tensor:
     """Build the ``(N, V)`` one-hot of 1-D ``ids`` directly in ``dtype``.
@@ -199,7 +190,7 @@ def matmul_embedding(
     options = (padding_idx, max_norm, norm_type, scale_grad_by_freq)
     call = prepare_product_call(input, weight, options, "matmul_embedding", dense_one_hot=True)
     one_hot = dense_one_hot(call.flat, weight.shape[0], weight.dtype)
-    out = stop_padding_grad(one_hot @ call.weight, call.flat, call.padding)
+    out = stop_padding_grad(one_hot @ call.weight, call.flat, call.padding, call.counts)
     return out.reshape(*input.shape, weight.shape[1])
 
 
@@ -238,7 +229,8 @@ def linear_embedding(
     options = (padding_idx, max_norm, norm_type, scale_grad_by_freq)
     call = prepare_product_call(input, weight, options, "linear_embedding", dense_one_hot=True)
     one_hot = dense_one_hot(call.flat, weight.shape[0], weight.dtype)
-    out = stop_padding_grad(F.linear(one_hot, call.weight.t()), call.flat, call.padding)
+    product = F.linear(one_hot, call.weight.t())
+    out = stop_padding_grad(product, call.flat, call.padding, call.counts)
     return out.reshape(*input.shape, weight.shape[1])
 
 
@@ -278,5 +270,6 @@ def sparse_matmul_embedding(
     options = (padding_idx, max_norm, norm_type, scale_grad_by_freq)
     call = prepare_product_call(input, weight, options, "sparse_matmul_embedding")
     one_hot = sparse_one_hot(call.flat, weight.shape[0], weight.dtype)
-    out = stop_padding_grad(SparseProduct.apply(one_hot, call.weight), call.flat, call.padding)
+    product = SparseProduct.apply(one_hot, call.weight)
+    out = stop_padding_grad(product, call.flat, call.padding, call.counts)
     return out.reshape(*input.shape, weight.shape[1])

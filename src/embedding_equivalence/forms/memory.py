@@ -13,14 +13,6 @@ import os
 
 import torch
 
-__all__ = [
-    "OneHotTooLargeError",
-    "available_memory_bytes",
-    "check_multi_hot_fits",
-    "check_one_hot_fits",
-    "format_bytes",
-]
-
 
 class OneHotTooLargeError(MemoryError):
     """A dense one-hot matrix would not fit in memory; raised before anything is allocated.
@@ -91,32 +83,47 @@ def available_memory_bytes(device: torch.device) -> int | None:
         except (ValueError, OSError, AttributeError):
             return None
     if device.type == "cuda":
-        free, _total = torch.cuda.mem_get_info(device)
-        return int(free)
+        return int(torch.cuda.mem_get_info(device)[0])
     return None
 
 
-def _shortfall(
-    rows: int, what: str, num_embeddings: int, dtype: torch.dtype, device: torch.device
-) -> str | None:
-    """When a dense ``(rows, V)`` matrix cannot fit, its size and the memory there, in words.
+#: The dense matrix a form would build, by what its rows are (``"ids"``, ``"bags"``), as a
+#: refusal names it, and the forms that never build it.
+_DENSE_MATRICES = {
+    "ids": (
+        "one-hot matrix",
+        "lookup_embedding(input, weight, ...) or sparse_matmul_embedding(input, weight, ...), "
+        "which never build the dense one-hot.",
+    ),
+    "bags": (
+        "bag-count (multi-hot) matrix",
+        "lookup_embedding_bag(input, weight, offsets, ...), which never builds it.",
+    ),
+}
 
-    ``what`` names the rows (``"ids"``, ``"bags"``) in the text, which reads ``12.0 GiB (N ids
-    x V rows x 4 bytes of torch.float32), more than the 8.0 GiB available on cpu; nothing was
-    allocated``.
+
+def _refuse_if_short(
+    rows: int, what: str, num_embeddings: int, dtype: torch.dtype, device: torch.device, fn: str
+) -> None:
+    """Refuse a dense ``(rows, V)`` matrix that cannot fit, naming its size and the memory there.
+
+    ``what`` names the rows (``"ids"``, ``"bags"``): the one-hot's message reads ``fn: the
+    dense one-hot matrix would take 12.0 GiB (N ids x V rows x 4 bytes of torch.float32), more
+    than the 8.0 GiB available on cpu; nothing was allocated. Use lookup_embedding(...) ...``.
     """
     needed = rows * num_embeddings * dtype.itemsize
     if needed == 0:
-        return None
+        return
     if needed <= _small_allocation_bytes() and not os.environ.get(_BUDGET_ENV):
-        return None  # far below the machine's memory: skip reading /proc/meminfo on every call
+        return  # far below the machine's memory: skip reading /proc/meminfo on every call
     available = available_memory_bytes(device)
     if available is None or needed <= available:
-        return None
-    return (
-        f"{format_bytes(needed)} ({rows} {what} x {num_embeddings} rows x {dtype.itemsize} "
-        f"bytes of {dtype}), more than the {format_bytes(available)} available on {device}; "
-        f"nothing was allocated"
+        return
+    matrix, instead = _DENSE_MATRICES[what]
+    raise OneHotTooLargeError(
+        f"{fn}: the dense {matrix} would take {format_bytes(needed)} ({rows} {what} x "
+        f"{num_embeddings} rows x {dtype.itemsize} bytes of {dtype}), more than the "
+        f"{format_bytes(available)} available on {device}; nothing was allocated. Use {instead}"
     )
 
 
@@ -135,13 +142,7 @@ def check_one_hot_fits(
     Raises:
         OneHotTooLargeError: ``N * V * itemsize`` exceeds the memory available on ``device``.
     """
-    short = _shortfall(num_ids, "ids", num_embeddings, dtype, device)
-    if short is not None:
-        raise OneHotTooLargeError(
-            f"{fn}: the dense one-hot matrix would take {short}. Use lookup_embedding(input, "
-            f"weight, ...) or sparse_matmul_embedding(input, weight, ...), which never build "
-            f"the dense one-hot."
-        )
+    _refuse_if_short(num_ids, "ids", num_embeddings, dtype, device, fn)
 
 
 def check_multi_hot_fits(
@@ -161,9 +162,4 @@ def check_multi_hot_fits(
     Raises:
         OneHotTooLargeError: ``B * V * itemsize`` exceeds the memory available on ``device``.
     """
-    short = _shortfall(num_bags, "bags", num_embeddings, dtype, device)
-    if short is not None:
-        raise OneHotTooLargeError(
-            f"{fn}: the dense bag-count (multi-hot) matrix would take {short}. Use "
-            f"lookup_embedding_bag(input, weight, offsets, ...), which never builds it."
-        )
+    _refuse_if_short(num_bags, "bags", num_embeddings, dtype, device, fn)

@@ -10,8 +10,6 @@ from torch import nn
 from .matmul import matmul_embedding
 from .validation import normalize_padding_idx
 
-__all__ = ["MatmulEmbedding", "embedding_to_linear", "linear_to_embedding"]
-
 _M = TypeVar("_M", nn.Linear, nn.Embedding)
 
 

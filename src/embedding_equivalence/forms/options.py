@@ -11,17 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-__all__ = [
-    "BAG_MODES",
-    "BAG_OPTIONS",
-    "EMBEDDING_OPTIONS",
-    "EXCLUSIVE_OPTIONS",
-    "OPTION_MODES",
-    "SHARDED_OPTIONS",
-    "option_applies",
-    "option_excluded",
-]
-
 #: Keyword options of ``F.embedding`` that the verifier can exercise.
 EMBEDDING_OPTIONS: tuple[str, ...] = ("padding_idx", "max_norm", "scale_grad_by_freq", "sparse")
 #: Keyword options of ``F.embedding_bag`` that the verifier can exercise.

@@ -34,19 +34,6 @@ import torch
 
 from .validation import check_ids_in_range
 
-__all__ = [
-    "SCHEMES",
-    "QuantizedTable",
-    "Scheme",
-    "check_quantized_args",
-    "check_scheme",
-    "dequantize_rowwise",
-    "dequantize_rows_float64",
-    "lookup_quantized_embedding",
-    "quantize_rowwise",
-    "unpack_uint4",
-]
-
 
 @dataclass(frozen=True)
 class Scheme:

@@ -15,8 +15,6 @@ from .lookup import lookup_embedding
 from .matmul import linear_embedding, matmul_embedding, sparse_matmul_embedding
 from .options import BAG_OPTIONS, EMBEDDING_OPTIONS
 
-__all__ = ["FORMS", "Form", "form", "forms"]
-
 
 @dataclass(frozen=True)
 class Form:

@@ -25,17 +25,6 @@ import torch
 from .memory import check_one_hot_fits
 from .validation import check_embedding_args, check_ids_in_range
 
-__all__ = [
-    "GradRowScale",
-    "PreparedCall",
-    "grad_row_scale",
-    "prepare_product_call",
-    "renorm_rows_",
-    "scale_rows_",
-    "stop_grad_where",
-    "stop_padding_grad",
-]
-
 
 def renorm_rows_(
     weight: torch.Tensor, ids: torch.Tensor, max_norm: float, norm_type: float
@@ -195,8 +184,7 @@ def grad_row_scale(
     if not weight.requires_grad or weight.device.type == "meta":
         return weight  # no gradient to shape (meta tensors carry no values)
     num_embeddings = weight.shape[0]
-    counts = None
-    keep = None
+    counts = keep = None
     if scale_grad_by_freq:
         counts = torch.bincount(flat_ids, minlength=num_embeddings).to(torch.float64)
         counts = counts.clamp(min=1.0)  # rows that do not occur have a zero gradient anyway
@@ -206,8 +194,23 @@ def grad_row_scale(
     return GradRowScale.apply(weight, counts, keep)
 
 
+def position_counts(flat_ids: torch.Tensor, num_embeddings: int) -> torch.Tensor:
+    """``(N,)`` float64: how often the id of each position occurs in ``flat_ids``.
+
+    ``scale_grad_by_freq`` as ``F.embedding`` applies it: each occurrence's upstream gradient
+    divided by its id's count *before* the occurrences of a row are summed. Dividing the
+    row's sum instead overflows where the terms do not (two float16 gradients of 49,152
+    sum past 65,504; their halves do not).
+    """
+    counts = torch.bincount(flat_ids, minlength=num_embeddings).to(torch.float64)
+    return counts[flat_ids]
+
+
 def stop_padding_grad(
-    out: torch.Tensor, flat_ids: torch.Tensor, padding: int | None
+    out: torch.Tensor,
+    flat_ids: torch.Tensor,
+    padding: int | None,
+    counts: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Identity forward; zeroes the upstream gradient of the positions whose id is ``padding``.
 
@@ -222,11 +225,19 @@ def stop_padding_grad(
         flat_ids: ``(N,)`` int64 ids.
         padding: the padding row, non-negative (as [`prepare_product_call`][] returns it),
             or ``None``.
+        counts: ``scale_grad_by_freq``'s ``(N,)`` [`position_counts`][], or ``None``: the
+            gradient of each position is divided by its count.
 
     Returns:
-        ``out``, or a view of it whose gradient is zero at the padding positions.
+        ``out``, or a view of it whose gradient is zero at the padding positions (and divided
+        by the counts).
     """
-    return out if padding is None else stop_grad_where(out, flat_ids != padding)
+    if counts is None:
+        return out if padding is None else stop_grad_where(out, flat_ids != padding)
+    if not out.requires_grad or out.device.type == "meta" or out.numel() == 0:
+        return out
+    keep = None if padding is None else flat_ids != padding
+    return GradRowScale.apply(out, counts, keep)
 
 
 def stop_grad_where(out: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
@@ -256,9 +267,11 @@ class PreparedCall(NamedTuple):
     """The ids as a 1-D int64 tensor."""
     weight: torch.Tensor
     """The table to multiply or index: ``weight`` itself, or a view carrying the gradient rule
-    of ``padding_idx`` and ``scale_grad_by_freq`` ([`grad_row_scale`][])."""
+    of ``padding_idx`` ([`grad_row_scale`][])."""
     padding: int | None
     """``padding_idx`` mapped into ``[0, V)``, or ``None``."""
+    counts: torch.Tensor | None = None
+    """``scale_grad_by_freq``'s [`position_counts`][], for [`stop_padding_grad`][], or ``None``."""
 
 
 def prepare_product_call(
@@ -294,4 +307,5 @@ def prepare_product_call(
     flat = input.reshape(-1).long()
     if max_norm is not None:
         renorm_rows_(weight, flat, max_norm, norm_type)
-    return PreparedCall(flat, grad_row_scale(weight, flat, padding, scale_grad_by_freq), padding)
+    counts = position_counts(flat, weight.shape[0]) if scale_grad_by_freq else None
+    return PreparedCall(flat, grad_row_scale(weight, flat, padding, False), padding, counts)

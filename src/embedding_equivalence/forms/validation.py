@@ -17,15 +17,6 @@ import torch
 from .dtypes import INDEX_DTYPES, INTEGER_TABLE_DTYPES
 from .options import BAG_MODES, option_applies, option_excluded
 
-__all__ = [
-    "check_bag_sparse",
-    "check_embedding_args",
-    "check_embedding_bag_args",
-    "check_ids_in_range",
-    "normalize_padding_idx",
-    "padding_row",
-]
-
 
 def _shape_str(shape: Sequence[int]) -> str:
     return "(" + ", ".join(str(s) for s in shape) + ")"
@@ -204,8 +195,7 @@ def check_embedding_args(
             f"{fn}: input is on {input.device} but weight is on {weight.device}; move the ids "
             f"to the weight's device: {fn}(input.to({str(weight.device)!r}), weight)"
         )
-    num_embeddings = weight.shape[0]
-    padding = normalize_padding_idx(padding_idx, num_embeddings, fn)
+    padding = normalize_padding_idx(padding_idx, weight.shape[0], fn)
     if max_norm is not None:
         if isinstance(max_norm, bool) or not isinstance(max_norm, (int, float)):
             raise TypeError(f"{fn}: max_norm must be a float or None, got {max_norm!r}")

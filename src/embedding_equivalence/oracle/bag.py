@@ -76,7 +76,6 @@ from .bounds import (
     gamma,
     gammas,
     grouped_sums,
-    renorm_error_bound,
     row_sums,
     segment_sums,
     subnormal_loss,
@@ -84,22 +83,12 @@ from .bounds import (
     zero_where_not_finite,
 )
 from .call import Call
-from .embedding import referenced_rows, renormed_table
-from .expected import ExpectedRows, Oracle, RowDigests, table_as_it_was
+from .embedding import referenced_rows, renorm_expected, renormed_table
+from .expected import ExpectedRows, Oracle
 from .max_ties import MaxBags
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
-
-__all__ = [
-    "BagGradients",
-    "BagOptions",
-    "BagOracle",
-    "embedding_bag_error_bound",
-    "embedding_bag_gradient_error_bound",
-    "reference_embedding_bag",
-    "reference_embedding_bag_grad",
-]
 
 
 class BagOptions(TypedDict, total=False):
@@ -217,25 +206,20 @@ class BagOracle(MaxBags, Oracle):
         self.sample_weights = None if psw is None else psw.detach().reshape(-1).cpu().double()
         self._weight, self._max_norm, self._norm_type = weight, max_norm, norm_type
         self._table: torch.Tensor | None = None
-        dt = dtype or weight.dtype
+        self.dtype = dt = dtype or weight.dtype
         #: ``(R, D)`` bounds of the renorm's rounding (zero where the entry is not finite;
         #: infinite where no bound exists: (D + 3) u >= 1, every value passes there), or None
         self.renorm_bounds: torch.Tensor | None = None
-        self.dtype = dt
-        #: every row referenced anywhere in the input: its renormed values and their bounds
-        self._renormed: tuple[list[int], torch.Tensor, torch.Tensor] | None = None
-        self._before: torch.Tensor | RowDigests | None = None
+        #: every row referenced anywhere in the input, renormed (with bounds); the rest as it was
+        self._renormed: ExpectedRows | None = None
         if max_norm is not None:  # read now: the candidate renormalizes the table in place
             every = torch.unique(flat)
-            originals = referenced_rows(weight, every.tolist(), None, norm_type)
-            bound = renorm_error_bound(originals, max_norm, dt)
-            renormed = referenced_rows(weight, every.tolist(), max_norm, norm_type)
-            self._renormed = (every.tolist(), renormed, bound)
+            self._renormed, originals = renorm_expected(
+                weight, every.tolist(), max_norm, norm_type, dt
+            )
             mine = torch.searchsorted(every, self.row_ids)  # row_ids lie among them
-            self.renorm_bounds = zero_where_not_finite(bound, originals)[mine]
-            self._before = table_as_it_was(weight)
-        self.u = unit_roundoff(dt)
-        self.eta = subnormal_loss(dt)
+            self.renorm_bounds = zero_where_not_finite(self._renormed.bound, originals)[mine]
+        self.u, self.eta = unit_roundoff(dt), subnormal_loss(dt)
         #: extra roundings per term (besides the k of a plain sum)
         self.extra_roundings = 2 if mode == "mean" else int(self.sample_weights is not None)
 
@@ -262,12 +246,16 @@ class BagOracle(MaxBags, Oracle):
         """The exact ``(B, D)`` reduction and its bound (signs of zeros are not compared)."""
         return self.forward()
 
+    def negated_output(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The output on the negated table: in ``max`` mode the maxima of the negated rows."""
+        if self.mode != "max":
+            return super().negated_output()
+        x, r = self._entries()
+        return self._max_forward(-x, r)
+
     def renormed(self) -> ExpectedRows | None:
         """Every row referenced anywhere in ``input`` after the renorm; the rest untouched."""
-        if self._renormed is None:
-            return None
-        rows, values, bound = self._renormed
-        return ExpectedRows(rows, values, bound, self.num_embeddings, rest=self._before)
+        return self._renormed
 
     def weight_grad(self, grad_output: torch.Tensor) -> ExpectedRows:
         """The table's gradient on the referenced rows (``max``: first maximum of each bag)."""
@@ -390,6 +378,13 @@ def _oracle(
     return BagOracle(input, weight, offsets, dtype=dtype, **options)
 
 
+def _gradients(problem: BagOracle, grad_output: torch.Tensor, which: int) -> BagGradients:
+    """The gradients' exact values (``which=0``) or their bounds (``which=1``), whole."""
+    psw = problem.per_sample_weights_grad(grad_output)
+    weight = problem.weight_grad(grad_output).full()[which]
+    return BagGradients(weight, None if psw is None else psw[which])
+
+
 def reference_embedding_bag(
     input: torch.Tensor,
     weight: torch.Tensor,
@@ -500,9 +495,7 @@ def reference_embedding_bag_grad(
         ``None``), float64 on the CPU.
     """
     problem = _oracle("reference_embedding_bag_grad", input, weight, offsets, options)
-    grad, _ = problem.weight_grad(grad_output).full()
-    psw = problem.psw_grad(grad_output)[0] if problem.sample_weights is not None else None
-    return BagGradients(grad, psw)
+    return _gradients(problem, grad_output, 0)
 
 
 def embedding_bag_gradient_error_bound(
@@ -536,7 +529,4 @@ def embedding_bag_gradient_error_bound(
         [`BagGradients`][] of float64 bounds on the CPU.
     """
     name = "embedding_bag_gradient_error_bound"
-    problem = _oracle(name, input, weight, offsets, options, dtype)
-    _, bound = problem.weight_grad(grad_output).full()
-    psw = problem.psw_grad(grad_output)[1] if problem.sample_weights is not None else None
-    return BagGradients(bound, psw)
+    return _gradients(_oracle(name, input, weight, offsets, options, dtype), grad_output, 1)

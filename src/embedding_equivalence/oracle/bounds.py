@@ -14,22 +14,6 @@ from fractions import Fraction
 
 import torch
 
-__all__ = [
-    "U64",
-    "exact_sum",
-    "gamma",
-    "gammas",
-    "grouped_sums",
-    "renorm_error_bound",
-    "row_sums",
-    "segment_sums",
-    "sum_and_bound",
-    "subnormal_loss",
-    "unit_roundoff",
-    "within",
-    "zero_where_not_finite",
-]
-
 #: Unit roundoff of float64: the oracle's own rounding per operation.
 U64 = 2.0**-53
 
@@ -75,14 +59,25 @@ def gammas(k: torch.Tensor, u: float) -> torch.Tensor:
 def subnormal_loss(dtype: torch.dtype) -> float:
     """``eta``: the most a rounding into the subnormal range of ``dtype`` can lose (half its step).
 
+    In the subnormal range the values of ``dtype`` are the multiples of its smallest subnormal
+    ``s``, so a rounding to nearest there moves a result by at most ``s / 2``, whatever its
+    magnitude. For float16, bfloat16 and float32 that is ``s / 2`` itself (``2**-25``,
+    ``2**-134``, ``2**-150``: float64 numbers). For float64 ``s / 2 = 2**-1075`` is not a
+    float64 (it rounds to 0, which would judge every subnormal rounding as exact), so ``eta``
+    is ``s = 2**-1074`` there, still a bound: the candidate's ``m`` roundings lose at most
+    ``m s / 2``, and the float64 oracle's own roundings, at most as many as the candidate's
+    (a sum, a division), at most as much again; the two together stay within ``m s``. The
+    bounds are compared with ``|actual - expected|``, a multiple of ``s`` there, exactly.
+
     Args:
         dtype: a floating ``torch.dtype``.
 
     Returns:
-        Half the smallest subnormal of ``dtype``.
+        Half the smallest subnormal of ``dtype``; for float64, its smallest subnormal
+        ``2**-1074``.
     """
     info = torch.finfo(dtype)
-    return float(info.smallest_normal) * info.eps / 2
+    return max(float(info.smallest_normal) * info.eps / 2, math.ulp(0.0))
 
 
 def exact_sum(values: Iterable[float]) -> float:
@@ -206,9 +201,7 @@ def renorm_error_bound(
     Returns:
         ``(V, D)`` float64 bounds on the CPU.
     """
-    dt = dtype or weight.dtype
-    dim = weight.shape[1]
-    rel = gamma(dim + 3, unit_roundoff(dt)) + 2 * U64
+    rel = gamma(weight.shape[1] + 3, unit_roundoff(dtype or weight.dtype)) + 2 * U64
     if max_norm > 0:
         rel += 1e-7 / max_norm
     w = weight.detach().to(device="cpu", dtype=torch.float64).abs()

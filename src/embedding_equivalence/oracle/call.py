@@ -12,8 +12,6 @@ from typing import Any
 
 import torch
 
-__all__ = ["Call"]
-
 
 @dataclass
 class Call:

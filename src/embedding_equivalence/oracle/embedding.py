@@ -31,8 +31,9 @@ smallest subnormal per rounding. Every gradient entry is therefore held to
 
 with ``s = 2, c = k`` under ``scale_grad_by_freq`` (else ``s = 0, c = 1``), ``u`` the unit
 roundoff of the dtype (``eps / 2``: ``2^-11`` for float16, ``2^-8`` for bfloat16, ``2^-24``
-for float32, ``2^-53`` for float64) and ``eta`` half its smallest subnormal. The padding row
-and rows that no id references must be exactly zero. Nothing here is tuned by hand.
+for float32, ``2^-53`` for float64) and ``eta`` half its smallest subnormal (float64's smallest
+subnormal itself: see ``bounds.subnormal_loss``). The padding row and rows that no id
+references must be exactly zero. Nothing here is tuned by hand.
 """
 
 from __future__ import annotations
@@ -45,14 +46,7 @@ import torch
 from ..forms.validation import padding_row
 from .bounds import U64, gammas, grouped_sums, renorm_error_bound, subnormal_loss, unit_roundoff
 from .call import Call
-from .expected import ExpectedRows, Oracle, RowDigests, table_as_it_was
-
-__all__ = [
-    "EmbeddingOracle",
-    "gradient_error_bound",
-    "reference_embedding",
-    "reference_embedding_grad",
-]
+from .expected import ExpectedRows, Oracle, table_as_it_was
 
 
 def flat_ids(input: torch.Tensor) -> list[int]:
@@ -110,6 +104,29 @@ def renormed_table(
         if rows:
             table[rows] = referenced_rows(weight, rows, max_norm, norm_type)
     return table
+
+
+def renorm_expected(
+    weight: torch.Tensor, rows: list[int], max_norm: float, norm_type: float, dtype: torch.dtype
+) -> tuple[ExpectedRows, torch.Tensor]:
+    """The table after ``max_norm``'s renorm of ``rows``, read before the call renorms it.
+
+    The embedding and bag oracles' answer to the judge's question "which table must the call
+    leave?": the renormed ``rows``, each entry within
+    [`renorm_error_bound`][embedding_equivalence.oracle.bounds.renorm_error_bound] (in
+    ``dtype``) of the exact value, and every other row as it was (a copy, or digests:
+    [`table_as_it_was`][embedding_equivalence.oracle.expected.table_as_it_was]).
+
+    Returns:
+        ``(expected, originals)``: the
+        [`ExpectedRows`][embedding_equivalence.oracle.expected.ExpectedRows] of the table
+        after the call, and the ``(R, D)`` float64 values of ``rows`` before it.
+    """
+    originals = referenced_rows(weight, rows, None, norm_type)
+    bound = renorm_error_bound(originals, max_norm, dtype)
+    values = referenced_rows(weight, rows, max_norm, norm_type)
+    expected = ExpectedRows(rows, values, bound, weight.shape[0], rest=table_as_it_was(weight))
+    return expected, originals
 
 
 def _grad_rows(
@@ -215,9 +232,8 @@ def reference_embedding_grad(
         under ``scale_grad_by_freq``), and the ``(V,)`` id counts, all on the CPU.
     """
     padding = padding_row(padding_idx, num_embeddings)
-    rows, grad, abs_sum, count = _grad_rows(
-        flat_ids(input), grad_output, padding, scale_grad_by_freq
-    )
+    ids = flat_ids(input)
+    rows, grad, abs_sum, count = _grad_rows(ids, grad_output, padding, scale_grad_by_freq)
     return (
         _scatter(rows, grad, num_embeddings),
         _scatter(rows, abs_sum, num_embeddings),
@@ -297,13 +313,12 @@ class EmbeddingOracle(Oracle):
         self.max_norm = max_norm
         self.scale_grad_by_freq = scale_grad_by_freq
         self.rows = sorted(set(self.ids))
-        self._values = referenced_rows(weight, self.rows, max_norm, norm_type)
-        self._renorm_bound: torch.Tensor | None = None
-        self._before: torch.Tensor | RowDigests | None = None
-        if max_norm is not None:
-            originals = referenced_rows(weight, self.rows, None, norm_type)
-            self._renorm_bound = renorm_error_bound(originals, max_norm, self.dtype)
-            self._before = table_as_it_was(weight)
+        self._renormed: ExpectedRows | None = None
+        if max_norm is None:
+            self._values = referenced_rows(weight, self.rows, None, norm_type)
+        else:
+            self._renormed = renorm_expected(weight, self.rows, max_norm, norm_type, self.dtype)[0]
+            self._values = self._renormed.values
 
     def _gather(self, compact: torch.Tensor) -> torch.Tensor:
         rows = torch.tensor(self.rows, dtype=torch.int64)
@@ -318,17 +333,13 @@ class EmbeddingOracle(Oracle):
     def output(self) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``out[n] = W[ids[n]]`` exactly; bounded only by the renorm's rounding."""
         bound = None
-        if self._renorm_bound is not None and self.ids:
-            bound = self._gather(self._renorm_bound)
+        if self._renormed is not None and self.ids:
+            bound = self._gather(self._renormed.bound)
         return self._gather(self._values), bound
 
     def renormed(self) -> ExpectedRows | None:
         """The referenced rows after the renorm; every other row must be untouched."""
-        if self._renorm_bound is None:
-            return None
-        return ExpectedRows(
-            self.rows, self._values, self._renorm_bound, self.num_embeddings, rest=self._before
-        )
+        return self._renormed
 
     def weight_grad(self, grad_output: torch.Tensor) -> ExpectedRows:
         """Each referenced row sums its ids' upstream rows; the padding row is exactly zero."""

@@ -27,16 +27,6 @@ from typing import Protocol, Union
 
 import torch
 
-__all__ = [
-    "CHUNK_ELEMENTS",
-    "COPY_MAX_ELEMENTS",
-    "ExpectedRows",
-    "Oracle",
-    "RowDigests",
-    "row_chunks",
-    "table_as_it_was",
-]
-
 #: Tables of up to this many elements are copied to judge the rows a call must leave alone
 #: (``max_norm``); larger ones are digested row by row ([`RowDigests`][]).
 COPY_MAX_ELEMENTS = 1 << 22
@@ -64,7 +54,8 @@ def _words(rows: torch.Tensor) -> torch.Tensor:
     """
     x = rows.detach()
     if x.dtype.is_floating_point:
-        x = x + 0.0  # a fresh contiguous tensor; -0.0 + 0.0 == +0.0
+        x = x.clone(memory_format=torch.contiguous_format)  # a transposed table too
+        x += 0.0  # -0.0 + 0.0 == +0.0
         x.masked_fill_(x.isnan(), float("nan"))
     else:
         x = x.contiguous()
@@ -144,9 +135,7 @@ def table_as_it_was(table: torch.Tensor) -> torch.Tensor | RowDigests:
     Taken before the call; a copy up to ``COPY_MAX_ELEMENTS`` elements, digests beyond
     (where a copy would be as large as the table).
     """
-    if table.numel() <= COPY_MAX_ELEMENTS:
-        return table.detach().clone()
-    return RowDigests.of(table)
+    return table.detach().clone() if table.numel() <= COPY_MAX_ELEMENTS else RowDigests.of(table)
 
 
 @dataclass
@@ -214,6 +203,16 @@ class Oracle(Protocol):
     def output(self) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The exact output (float64, CPU) and its bound (``None``: exact, signed zeros too)."""
         ...
+
+    def negated_output(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The exact output and bound of the call on the negated table (or negated scales).
+
+        Negation is exact and the rounding symmetric, so a sum's exact value and bound
+        negate with it: the default. A reduction that negation does not commute with
+        (``max``) says otherwise.
+        """
+        expected, bound = self.output()
+        return -expected, bound
 
     def renormed(self) -> ExpectedRows | None:
         """The table after ``max_norm``'s in-place renorm, or ``None`` without ``max_norm``."""

@@ -27,8 +27,6 @@ from .bounds import (
     zero_where_not_finite,
 )
 
-__all__ = ["MAX_TIE_SEARCH", "MaxBags", "Tied", "search_assignment", "tie_components"]
-
 #: Search steps allowed per tied component in the ``max`` gradient check.
 MAX_TIE_SEARCH = 20_000
 

@@ -18,11 +18,6 @@ that computes in float16 makes errors of ``2^{-11} |x|``, far above ``2^{-23} |x
 the output is float32. When the output is as precise as the compute dtype (float32, float64)
 the cast is exact and ``u_o = eta_o = 0``. Where ``x`` rounds to infinity in the output dtype,
 the output must be that infinity.
-
-**The quantizer.** [`quantization_error_bound`][] bounds ``|dequantize(quantize(w)) - w|``
-elementwise: half a step ``scale / 2`` for the integer schemes, plus what computing
-``w / scale`` in the compute dtype may add (at most ``u_c`` times the largest stored
-magnitude, in steps); half a float8 unit in the last place for float8, plus the same.
 """
 
 from __future__ import annotations
@@ -32,18 +27,10 @@ from typing import Any
 
 import torch
 
-from ..forms.quantized import check_quantized_args, check_scheme, dequantize_rows_float64
+from ..forms.quantized import check_quantized_args, dequantize_rows_float64
 from .bounds import U64, subnormal_loss, unit_roundoff
 from .call import Call
 from .expected import ExpectedRows, Oracle
-
-__all__ = [
-    "COMPUTE_DTYPE",
-    "QuantizedOracle",
-    "quantization_error_bound",
-    "quantized_output_bound",
-    "rounds_to_inf",
-]
 
 #: The least precise compute dtype the bound admits.
 COMPUTE_DTYPE = torch.float32
@@ -53,11 +40,14 @@ def rounds_to_inf(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """Where the float64 ``x`` rounds to an infinity in ``dtype`` (round to nearest).
 
     The threshold is ``max + ulp(max) / 2``; a tie rounds to the even neighbour, which is
-    the infinity, because ``max`` has an odd significand.
+    the infinity, because ``max`` has an odd significand. ``max = m 2**e`` with ``m`` in
+    ``[1/2, 1)`` (``math.frexp``), so ``ulp(max) = eps 2**(e - 1)``: no power of two past
+    float64's range is formed. For float64 the threshold itself is ``inf`` (``2**1024``):
+    only an infinity rounds to an infinity.
     """
     info = torch.finfo(dtype)
     top = float(info.max)
-    threshold = top + 2.0 ** math.floor(math.log2(top)) * info.eps / 2
+    threshold = top + math.ldexp(info.eps / 2, math.frexp(top)[1] - 1)
     return x.abs() >= threshold
 
 
@@ -91,47 +81,6 @@ def quantized_output_bound(
     expected = torch.where(overflow, exact.sign() * math.inf, exact)
     bound = torch.where(overflow | ~exact.isfinite(), 0.0, bound)
     return expected, bound
-
-
-def quantization_error_bound(
-    weight: torch.Tensor, scale: torch.Tensor, scheme: str, *, compute: torch.dtype = COMPUTE_DTYPE
-) -> torch.Tensor:
-    """How far a correct round-to-nearest quantizer may move each element of ``weight``.
-
-    For the integer schemes the stored value is ``round(w / s) + zp``; computing ``w / s``
-    in ``compute`` adds at most ``u_c |w / s|`` before the rounding, and ``|w / s|`` is at
-    most the number of steps (255 for int8, 15 for uint4), so
-    ``|dequantize(q) - w| <= s (1/2 + steps * u_c)``. For float8, ``q = fl8(fl_c(w / s))``
-    gives ``|dequantize(q) - w| <= (u_8 + u_c + u_8 u_c) |w| + s eta_8``.
-
-    Args:
-        weight: the ``(V, D)`` table before quantization.
-        scale: ``(V,)`` per-row scales.
-        scheme: the scheme's name.
-        compute: the least precise dtype the quantizer computes ``w / s`` in.
-
-    Returns:
-        ``(V, D)`` float64 bounds.
-
-    Raises:
-        ValueError: an unknown scheme, or shapes that do not match.
-    """
-    s = check_scheme(scheme, "quantization_error_bound")
-    w = weight.detach().cpu().to(torch.float64)
-    if w.dim() != 2 or tuple(scale.shape) != (w.shape[0],):
-        raise ValueError(
-            f"quantization_error_bound: weight must be (V, D) and scale (V,), got "
-            f"{tuple(w.shape)} and {tuple(scale.shape)}"
-        )
-    sc = scale.detach().cpu().to(torch.float64)[:, None]
-    # The weight's own dtype does not enter: its values are exact in float32, and a quantizer
-    # that divides in a narrower dtype (bfloat16: up to a whole step more) is not admitted.
-    u_c = unit_roundoff(compute)
-    if s.is_float8:
-        u_8 = unit_roundoff(s.storage)
-        return (u_8 + u_c + u_8 * u_c) * w.abs() + sc * subnormal_loss(s.storage)
-    steps = s.qmax - s.qmin
-    return (0.5 + steps * u_c) * sc.expand_as(w)
 
 
 class QuantizedOracle(Oracle):

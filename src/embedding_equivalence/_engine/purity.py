@@ -1,0 +1,295 @@
+"""What a kernel must not do to the caller's memory and state, checked on every example.
+
+``F.embedding`` is a pure function of its arguments, apart from ``max_norm``'s documented
+in-place renorm of the rows it references. A runner ([`run_in_process`][] and the ranks of a
+process group) checks, around every call of the candidate:
+
+- **read-only inputs** ([`Before`][]): the ids, offsets, per-sample weights, a quantized
+  table's scales and zero points, the table (bit for bit; with ``max_norm`` the oracle judges
+  the table instead) and, around the backward pass, the upstream gradient. A table past
+  ``COPY_MAX_BYTES`` bytes is remembered by a digest of each row, never copied whole;
+- **an owned result** ([`shared_input`][]): the output shares no memory with an argument;
+- **a second call** ([`call_again`][]) on the same tensors, after the values of the table are
+  negated in place (as an optimizer step updates a table; negation is exact, so the exact
+  output of the second call is the negation of the first's): the first call's output must
+  not change (no static output buffer handed out twice), and the second output must be the
+  new one (no state kept between calls, no answer cached by address). The second call runs
+  with torch's deterministic algorithms on, which fill the memory that ``torch.empty`` and
+  its like allocate with NaN: memory the kernel allocates and does not write cannot pass as
+  zeros. The table is negated back afterwards.
+
+[`run_in_process`]: embedding_equivalence._engine.check.run_in_process
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import torch
+
+from ..oracle.call import Call
+from ..oracle.expected import RowDigests
+from .repro import format_float
+
+#: What ``F.embedding`` leaves unchanged, by argument.
+_NOUNS = {
+    "input": "its ids",
+    "offsets": "its offsets",
+    "per_sample_weights": "its per-sample weights",
+    "grad_output": "the upstream gradient (other consumers of it, a tied head or a residual "
+    "branch, would see the change)",
+}
+
+
+def reference_of(call: Call) -> str:
+    """The torch function a call is judged against, for messages."""
+    if call.output_dtype_of != "weight":
+        return "a quantized lookup"
+    bag = call.offsets is not None or "mode" in call.kwargs
+    return "F.embedding_bag" if bag else "F.embedding"
+
+
+def _named(call: Call) -> list[tuple[str, torch.Tensor]]:
+    """The call's tensor arguments by name (the table as ``call.weight_name``)."""
+    named = [("input", call.input), (call.weight_name, call.weight)]
+    if call.offsets is not None:
+        named.append(("offsets", call.offsets))
+    named += [(k, v) for k, v in call.extra.items() if isinstance(v, torch.Tensor)]
+    named += [(k, v) for k, v in call.kwargs.items() if isinstance(v, torch.Tensor)]
+    return named
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """``t``'s elements as integers of the same width: equal exactly when the bits are."""
+    t = t.detach()
+    if t.dtype == torch.bool or not (t.is_floating_point() or t.is_complex()):
+        return t
+    width = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+    return t.contiguous().view(width[t.element_size()])
+
+
+def _value(t: torch.Tensor, index: tuple[int, ...]) -> str:
+    x = t[index].item()
+    if not isinstance(x, float):
+        return repr(x)
+    text = format_float(x)
+    return text if any(c in text for c in ".en(") else text + ".0"
+
+
+def first_difference(
+    name: str, kept: torch.Tensor | RowDigests, now: torch.Tensor, how: str = " in place"
+) -> str | None:
+    """Where ``now`` differs, bit for bit, from ``kept``: ``name[i, j]{how}: a -> b``, or None."""
+    if isinstance(kept, RowDigests):
+        rows = kept.changed(now.detach()).nonzero()
+        return None if rows.numel() == 0 else f"row {int(rows[0])} of {name}{how} (its digest)"
+    if tuple(kept.shape) != tuple(now.shape) or kept.dtype != now.dtype:
+        was, now_is = (f"{tuple(t.shape)} {t.dtype}" for t in (kept, now))
+        return f"{name}{how} from {was} to {now_is}"
+    a, b = _bits(kept), _bits(now.to(kept.device))
+    if torch.equal(a, b):  # one pass, no temporaries: the common case
+        return None
+    differs = a != b
+    index = tuple(differs.nonzero()[0].tolist())
+    place = "[" + ", ".join(map(str, index)) + "]"
+    return f"{name}{place}{how}: {_value(kept, index)} -> {_value(now.detach().cpu(), index)}"
+
+
+@dataclasses.dataclass
+class Before:
+    """The read-only arguments of a call as they were, to tell what a candidate changed.
+
+    Attributes:
+        kept: ``(name, tensor, what was kept of it)``: a copy, or a large table's row digests.
+        reference: the torch function the call is judged against (for messages).
+    """
+
+    kept: list[tuple[str, torch.Tensor, torch.Tensor | RowDigests]]
+    reference: str
+
+    @classmethod
+    def of(cls, call: Call, named: Sequence[tuple[str, torch.Tensor]] | None = None) -> Before:
+        """Keep what is needed to tell whether ``named`` change.
+
+        Args:
+            call: the call.
+            named: the tensors to watch, by name (default: every tensor argument of
+                ``call``; the table only when no ``max_norm`` renorms it: the oracle judges
+                that table).
+        """
+        if named is None:
+            renorms = call.kwargs.get("max_norm") is not None
+            named = [(n, t) for n, t in _named(call) if not (renorms and t is call.weight)]
+        kept = [(n, t, _keep(t)) for n, t in named]
+        return cls(kept, reference_of(call))
+
+    def changed(self, who: str, *, last: bool = False) -> str | None:
+        """The message of the first argument that changed since, or ``None``.
+
+        An argument past ``STAGE_MAX_BYTES`` (a large table) is compared once, when ``last``:
+        each comparison reads it whole, so it is not compared after each stage.
+
+        Args:
+            who: what ran, for the message (``"the call"``, ``"backward"``).
+            last: the last comparison of the call: the large arguments too.
+        """
+        for name, tensor, kept in self.kept:
+            if (tensor.numel() * tensor.element_size() > STAGE_MAX_BYTES) != last:
+                continue
+            where = first_difference(name, kept, tensor)
+            if where is not None:
+                noun = _NOUNS.get(name, "its table" if tensor.dim() == 2 else f"its {name}")
+                return f"{who} changed {where}; {self.reference} leaves {noun} unchanged"
+        return None
+
+
+#: Arguments past this many bytes are compared once, after the backward pass and the second
+#: call, not after each stage.
+STAGE_MAX_BYTES = 1 << 20
+#: What changed an argument found in the last comparison.
+LATER = "the call, its backward pass or a second call"
+
+#: Arguments of up to this many bytes are copied to tell what a call changed; a larger table
+#: (the large-table path, past 2**31 elements) is remembered by a digest of each row, at
+#: ``24 V`` bytes.
+COPY_MAX_BYTES = 1 << 28
+
+
+def _keep(t: torch.Tensor) -> torch.Tensor | RowDigests:
+    """A copy of ``t``, or the row digests of a ``(V, D)`` table past ``COPY_MAX_BYTES``."""
+    if t.dim() == 2 and t.numel() * t.element_size() > COPY_MAX_BYTES:
+        return RowDigests.of(t)
+    return t.detach().clone()
+
+
+def shared_input(out: object, call: Call) -> str | None:
+    """The message when the output shares memory with an argument of ``call``, else ``None``."""
+    if not isinstance(out, torch.Tensor) or out.layout != torch.strided or out.numel() == 0:
+        return None
+    with contextlib.suppress(RuntimeError):  # a tensor without storage (a DTensor, a fake)
+        mine = out.untyped_storage().data_ptr()
+        for name, t in _named(call):
+            if t.layout == torch.strided and t.numel() and t.untyped_storage().data_ptr() == mine:
+                hint = (
+                    " (indexing with a 0-d tensor, weight[input], gives a view of the table; "
+                    "weight[input.reshape(-1)].reshape(*input.shape, -1) a new tensor)"
+                    if call.input.dim() == 0 and t is call.weight
+                    else ""
+                )
+                return (
+                    f"the output shares memory with {name}; {reference_of(call)} returns a new "
+                    f"tensor, which the caller may change without changing {name}{hint}"
+                )
+    return None
+
+
+@contextlib.contextmanager
+def poisoned_memory() -> Iterator[None]:
+    """Run under torch's deterministic algorithms, which fill new memory with NaN.
+
+    Integers are filled with their largest value. The previous settings are restored, and
+    the warnings of ops without a deterministic implementation silenced.
+    """
+    import torch.utils.deterministic as deterministic
+
+    on = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    fill = deterministic.fill_uninitialized_memory  # pyright: ignore[reportAttributeAccessIssue]
+    try:
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        deterministic.fill_uninitialized_memory = True  # pyright: ignore[reportAttributeAccessIssue]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        deterministic.fill_uninitialized_memory = fill  # pyright: ignore[reportAttributeAccessIssue]
+        torch.use_deterministic_algorithms(on, warn_only=warn_only)
+
+
+@dataclasses.dataclass
+class Again:
+    """What a second call on the negated table gave.
+
+    Attributes:
+        output: the second output (a detached copy), or ``None`` when it raised.
+        error: what the second call raised, or ``None``.
+        overwrote: what the second call changed of the first call's output, or ``None``.
+    """
+
+    output: torch.Tensor | None = None
+    error: BaseException | None = None
+    overwrote: str | None = None
+
+
+def negated_values(call: Call) -> torch.Tensor | None:
+    """The tensor whose negation negates the exact output: the table, or a quantized table's scales.
+
+    ``None`` where no second call is made (``max_norm`` would renorm the table again).
+    """
+    if call.kwargs.get("max_norm") is not None:
+        return None
+    values = call.weight if call.output_dtype_of == "weight" else call.extra.get("scale")
+    return values if isinstance(values, torch.Tensor) and values.is_floating_point() else None
+
+
+def negate_referenced(call: Call, values: torch.Tensor) -> Callable[[], None]:
+    """Negates, in place, the rows of ``values`` that the call's ids reference (and back).
+
+    The output reads those rows only, so it negates with them; a large table costs what its
+    referenced rows cost.
+    """
+    rows = call.input.reshape(-1).unique().long()
+    rows = rows[(rows >= 0) & (rows < values.shape[0])]  # a bad call's ids: none out of range
+
+    def negate() -> None:
+        with torch.no_grad():
+            values.index_copy_(0, rows, values.index_select(0, rows).neg())
+
+    return negate
+
+
+def call_again(
+    fn: Callable[..., Any],
+    args: Sequence[Any],
+    kwargs: dict[str, Any],
+    negate: Callable[[], None],
+    first: torch.Tensor,
+    plain: Callable[[Any], Any] = lambda t: t,
+) -> Again:
+    """Negate the table's values in place, call ``fn(*args, **kwargs)`` again, negate them back.
+
+    Args:
+        fn: the candidate.
+        args: the call's positional arguments (the same tensors as the first call's).
+        kwargs: its keyword arguments.
+        negate: negates the values that the call reads, in place (see
+            [`negate_referenced`][]; on a rank, the whole shard).
+        first: the first call's output (on a rank: its local tensor).
+        plain: makes the second output a plain tensor (a DTensor's full tensor).
+
+    Returns:
+        The [`Again`][]; ``output`` is a copy taken before the table is negated back.
+    """
+    kept = first.detach().clone()
+    negate()
+    try:
+        with poisoned_memory():
+            out = plain(fn(*args, **kwargs))
+        again = Again(out.detach().clone() if isinstance(out, torch.Tensor) else None)
+        if again.output is None:
+            again.error = TypeError(f"returned {type(out).__name__}, not a torch.Tensor")
+    except Exception as exc:
+        again = Again(error=exc)
+    finally:
+        negate()
+    changed = first_difference("out", kept, first)
+    if changed is not None:
+        again.overwrote = (
+            f"a second call on new values changed the first call's {changed}; F.embedding "
+            f"returns a new tensor on every call (is one output buffer handed out twice?)"
+        )
+    return again

@@ -98,6 +98,7 @@ def test_verifier_catches_bag_mutant(mutant: BagMutant) -> None:
 _NO_SPARSE = tuple(o for o in ees.BAG_OPTIONS if o != "sparse")
 
 
+@pytest.mark.slow  # the whole boundary phase of every mode, with every option
 def test_the_hand_written_bag_without_its_bugs_passes_at_a_small_budget() -> None:
     """The fast tier's control: the boundary phase and 10 random examples of every mode."""
     report = ee.verify_embedding_bag(

@@ -575,3 +575,13 @@ def test_the_boundary_phase_runs_once_for_the_dtypes_unless_turned_off(
     code, replayed = _json_run(command[1:], capsys)
     assert code == 1
     assert replayed["results"][0]["boundary"] == once["boundary"]
+
+
+def test_deterministic_asks_that_two_runs_agree(capsys: pytest.CaptureFixture[str]) -> None:
+    # A sum whose order changes between runs: right within its bound, not deterministic.
+    argv = ["verify", "--candidate", "purity_mutants:order_dependent_gradient_sum", *FAST]
+    assert main(argv) == 0
+    assert main([*argv, "--deterministic"]) == 1
+    out = capsys.readouterr().out
+    assert "two runs of the same call differ" in out
+    assert "--deterministic" in out.split("verify --seed", 1)[1]  # the replay command keeps it

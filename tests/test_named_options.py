@@ -121,7 +121,7 @@ def test_bag_cases_pass_only_the_named_options(named: tuple[str, ...], data: st.
 # --- the verifiers: the random phase under drawn seeds, the boundary phase ---------------------
 
 
-@settings(OVER_SEEDS, max_examples=6)
+@settings(OVER_SEEDS, max_examples=3)
 @given(seed=SEEDS, named=st.sampled_from(EMBEDDING_NAMED))
 def test_verify_embedding_passes_only_the_named_options(seed: int, named: tuple[str, ...]) -> None:
     kernel = Recording(ee.lookup_embedding)
@@ -163,6 +163,7 @@ def test_bag_boundaries_pass_only_the_named_options(named: tuple[str, ...]) -> N
         assert keywords <= allowed(named, bag=True), (b.label, keywords)
 
 
+@pytest.mark.slow  # a quantized verification's boundary phase
 def test_a_quantized_kernel_gets_no_keyword() -> None:
     kernel = Recording(functools.partial(ee.lookup_quantized_embedding, scheme="int8"))
     report = ee.verify_quantized_embedding(
@@ -176,7 +177,7 @@ def test_a_quantized_kernel_gets_no_keyword() -> None:
 # --- a kernel that ignores every option is right without options, under every seed ------------
 
 
-@settings(OVER_SEEDS, max_examples=5)
+@settings(OVER_SEEDS, max_examples=3)
 @given(seed=SEEDS)
 def test_an_option_ignoring_kernel_passes_without_options(seed: int) -> None:
     report = ee.verify_embedding(
@@ -185,6 +186,7 @@ def test_an_option_ignoring_kernel_passes_without_options(seed: int) -> None:
     assert report.passed, report.failure
 
 
+@pytest.mark.slow  # a verification over drawn seeds; its embedding twin is fast
 @settings(OVER_SEEDS, max_examples=3)
 @given(seed=SEEDS)
 def test_an_option_ignoring_bag_kernel_passes_without_options(seed: int) -> None:
@@ -194,13 +196,12 @@ def test_an_option_ignoring_bag_kernel_passes_without_options(seed: int) -> None
     assert report.passed, report.failure
 
 
+@pytest.mark.slow  # the whole boundary phase (its examples' keywords are checked above, fast)
 @pytest.mark.parametrize(
     ("verify", "kernel"),
     [
         pytest.param(ee.verify_embedding, ignoring_options, id="embedding"),
-        pytest.param(
-            ee.verify_embedding_bag, ignoring_bag_options, id="bag", marks=pytest.mark.slow
-        ),
+        pytest.param(ee.verify_embedding_bag, ignoring_bag_options, id="bag"),
     ],
 )
 def test_an_option_ignoring_kernel_passes_the_boundary_phase_without_options(

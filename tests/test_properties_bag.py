@@ -671,6 +671,7 @@ def _torch_bag_flat(
     return F.embedding_bag(input, weight, offsets, **kwargs)
 
 
+@pytest.mark.slow  # a whole default run; test_torch_defects names this defect in the fast tier
 def test_verify_embedding_bag_finds_the_torch_scale_grad_by_freq_bug() -> None:
     options, modes = ("scale_grad_by_freq",), ("sum",)
     report = ee.verify_embedding_bag(_torch_bag_flat, options=options, modes=modes, seed=0)

@@ -151,6 +151,7 @@ def test_correct_kernels_pass(
     assert report.quantized.scheme == scheme
 
 
+@pytest.mark.slow  # two whole runs; test_correct_kernels_pass is the fast tier's control
 def test_float64_arithmetic_passes_and_the_bound_is_not_slack() -> None:
     # Exact arithmetic rounded once passes; float32 arithmetic uses most of the bound (the
     # bound is derived, not padded): its worst error reaches at least half of it.

@@ -339,6 +339,7 @@ sys.exit(main(["verify", "--candidate", "triton_kernels:triton_embedding", *sys.
 """
 
 
+@pytest.mark.slow  # a fresh interpreter imports torch and triton
 @pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="triton is not installed")
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU runs compiled Triton kernels")
 def test_a_triton_kernel_without_the_interpreter_is_a_usage_error() -> None:

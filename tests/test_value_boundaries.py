@@ -307,6 +307,7 @@ NAMED = st.lists(st.sampled_from(ees.EMBEDDING_OPTIONS), unique=True)
 DTYPES = st.sampled_from(FLOAT_DTYPES)
 
 
+@pytest.mark.slow  # every dtype's examples, built whole
 @settings(max_examples=10, deadline=None)
 @given(dtype=DTYPES, named=NAMED)
 def test_the_values_reach_the_limits_of_the_dtype(dtype: torch.dtype, named: list[str]) -> None:
@@ -320,6 +321,7 @@ def test_the_values_reach_the_limits_of_the_dtype(dtype: torch.dtype, named: lis
         assert set(b.case.kwargs) <= set(named) - {"max_norm"}, b.label
 
 
+@pytest.mark.slow  # every dtype's examples, built whole
 @settings(max_examples=10, deadline=None)
 @given(dtype=DTYPES, named=NAMED, mode=st.sampled_from(ees.BAG_MODES))
 def test_every_exact_value_stays_within_the_dtype(

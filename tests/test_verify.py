@@ -19,7 +19,8 @@ def _negative_ids_wrap(input: torch.Tensor, weight: torch.Tensor) -> torch.Tenso
 
 
 def test_report_of_a_passing_candidate() -> None:
-    report = ee.verify_embedding(ee.lookup_embedding, max_examples=20, seed=3)
+    # The report's fields, on the random examples (test_boundaries runs the phase).
+    report = ee.verify_embedding(ee.lookup_embedding, max_examples=20, seed=3, boundaries=False)
     assert report.passed
     assert report.examples == 20 + report.boundary_examples
     assert report.counterexample is None
@@ -28,7 +29,7 @@ def test_report_of_a_passing_candidate() -> None:
     assert report.seed == 3
     assert report.examples_per_second > 0
     report.raise_for_failure()  # no-op
-    assert f"PASSED after {report.examples} examples ({report.boundary_examples} at" in str(report)
+    assert f"PASSED after {report.examples} examples" in str(report)
 
 
 # Seed 3 draws a negative id among its invalid examples (seeds 0 to 2, with 100 examples, do

@@ -249,6 +249,7 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                     max_examples=job.max_examples,
                     seed=cell_seed(run_seed, cell),
                     boundaries=job.boundaries,
+                    deterministic=args.deterministic,
                     **size_knobs(args),
                 )
             except InvalidArgument as exc:  # a size that does not fit, refused before drawing

@@ -144,6 +144,11 @@ def build_parser() -> _Parser:
     )
     v.add_argument("--forward-only", action="store_true", help="skip the gradient checks")
     v.add_argument(
+        "--deterministic",
+        action="store_true",
+        help="run each example twice more: outputs and gradients must agree bit for bit",
+    )
+    v.add_argument(
         "--no-boundaries",
         action="store_true",
         help="skip the boundary phase (the fixed examples at sizes around powers of two, edge "
@@ -187,7 +192,7 @@ def replay_flags(args: argparse.Namespace) -> list[str]:
     """
     values = {flag: flag_value(args, flag) for flag in ("--candidate", "--scheme", *SIZE_FLAGS)}
     flags = [word for flag, v in values.items() if v is not None for word in (flag, _flag_text(v))]
-    switches = ("--bag", "--symmetric", "--forward-only", "--triton-interpret")
+    switches = ("--bag", "--symmetric", "--forward-only", "--deterministic", "--triton-interpret")
     return flags + [flag for flag in switches if flag_value(args, flag)]
 
 

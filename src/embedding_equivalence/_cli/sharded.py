@@ -136,7 +136,8 @@ def run_sharded_verify(
             report = verify_sharded_embedding(
                 fn, sharding=sharding, world_size=world_size, options=opts, dtypes=dtypes,
                 devices=[device], max_examples=args.max_examples, backward=not args.forward_only,
-                seed=cell_seed(run_seed, cell), boundaries=boundaries, **size_knobs(args),
+                seed=cell_seed(run_seed, cell), boundaries=boundaries,
+                deterministic=args.deterministic, **size_knobs(args),
             )  # fmt: skip
             reports.append(report)
             if in_group and broken_group() is not None:

@@ -346,7 +346,7 @@ def judge(outcome: Outcome, call: Call, oracle: Oracle, name: str, repro: str) -
     msg, worst = compare_exact_or_bounded("out", outcome.output, expected, bound)
     if msg:
         raise EquivalenceError(f"{msg} [{name}]", repro, worst)
-    _judge_again(outcome, oracle, name, repro)
+    _judge_again(outcome, call, oracle, name, repro)
     if call.grad_output is None:
         return worst
     dense = _dense_grad(outcome, call, name)
@@ -386,7 +386,7 @@ def judge(outcome: Outcome, call: Call, oracle: Oracle, name: str, repro: str) -
     return worst
 
 
-def _judge_again(outcome: Outcome, oracle: Oracle, name: str, repro: str) -> None:
+def _judge_again(outcome: Outcome, call: Call, oracle: Oracle, name: str, repro: str) -> None:
     """Judge the output's ownership: it shares no argument's memory, and a second call.
 
     The second call, on the negated table, must leave the first output unchanged and give
@@ -403,14 +403,11 @@ def _judge_again(outcome: Outcome, oracle: Oracle, name: str, repro: str) -> Non
         raise EquivalenceError(f"{what}, raised {type(again.error).__name__}: {again.error}", repro)
     expected, bound = oracle.negated_output()
     second = again.output
-    assert second is not None
+    msg = _check_output(second, call, oracle, tuple(expected.shape), what)
+    if msg:
+        raise EquivalenceError(msg, repro)
+    assert isinstance(second, torch.Tensor)
     assert isinstance(outcome.output, torch.Tensor)
-    if tuple(second.shape) != tuple(expected.shape) or second.dtype != outcome.output.dtype:
-        raise EquivalenceError(
-            f"{what}, returned shape {tuple(second.shape)} {second.dtype}, the first call "
-            f"{tuple(expected.shape)} {outcome.output.dtype}",
-            repro,
-        )
     msg, worst = compare_exact_or_bounded("out", second, expected, bound)
     if msg is None:
         return

@@ -215,12 +215,12 @@ class Again:
     """What a second call on the negated table gave.
 
     Attributes:
-        output: the second output (a detached copy), or ``None`` when it raised.
+        output: the second output (a detached copy of a tensor), or ``None`` when it raised.
         error: what the second call raised, or ``None``.
         overwrote: what the second call changed of the first call's output, or ``None``.
     """
 
-    output: torch.Tensor | None = None
+    output: Any = None
     error: BaseException | None = None
     overwrote: str | None = None
 
@@ -236,7 +236,7 @@ def negated_values(call: Call) -> torch.Tensor | None:
     return values if isinstance(values, torch.Tensor) and values.is_floating_point() else None
 
 
-def negate_referenced(call: Call, values: torch.Tensor) -> Callable[[], None]:
+def negate_referenced(call: Call, values: torch.Tensor) -> Callable[[], object]:
     """Negates, in place, the rows of ``values`` that the call's ids reference (and back).
 
     The output reads those rows only, so it negates with them; a large table costs what its
@@ -245,18 +245,14 @@ def negate_referenced(call: Call, values: torch.Tensor) -> Callable[[], None]:
     rows = call.input.reshape(-1).unique().long()
     rows = rows[(rows >= 0) & (rows < values.shape[0])]  # a bad call's ids: none out of range
 
-    def negate() -> None:
-        with torch.no_grad():
-            values.index_copy_(0, rows, values.index_select(0, rows).neg())
-
-    return negate
+    return torch.no_grad()(lambda: values.index_copy_(0, rows, values[rows].neg()))
 
 
 def call_again(
     fn: Callable[..., Any],
     args: Sequence[Any],
     kwargs: dict[str, Any],
-    negate: Callable[[], None],
+    negate: Callable[[], object],
     first: torch.Tensor,
     plain: Callable[[Any], Any] = lambda t: t,
 ) -> Again:
@@ -279,9 +275,7 @@ def call_again(
     try:
         with poisoned_memory():
             out = plain(fn(*args, **kwargs))
-        again = Again(out.detach().clone() if isinstance(out, torch.Tensor) else None)
-        if again.output is None:
-            again.error = TypeError(f"returned {type(out).__name__}, not a torch.Tensor")
+        again = Again(out.detach().clone() if isinstance(out, torch.Tensor) else out)
     except Exception as exc:
         again = Again(error=exc)
     finally:

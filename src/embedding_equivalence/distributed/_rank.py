@@ -107,16 +107,6 @@ def _detached(t: object) -> object:
     return t.detach().clone().cpu() if isinstance(t, torch.Tensor) else t
 
 
-def _negate(weight: DTensor) -> Callable[[], None]:
-    """Negates this rank's shard of the table in place."""
-
-    def negate() -> None:
-        with torch.no_grad():
-            weight.neg_()
-
-    return negate
-
-
 def run_on_rank(
     candidate: str,
     call: Call,
@@ -192,8 +182,10 @@ def run_on_rank(
             outcome.side_effect or upstream.changed("backward") or before.changed("backward")
         )
     if negated_values(call) is not None and isinstance(local, torch.Tensor):
-        again = call_again(fn, (input, weight), kwargs, _negate(weight), local, _plain)
-        again.output = None if again.output is None else again.output.cpu()
+        negate = torch.no_grad()(weight.neg_)  # this rank's shard, in place
+        again = call_again(fn, (input, weight), kwargs, negate, local, _plain)
+        if isinstance(again.output, torch.Tensor):
+            again.output = again.output.cpu()
         again.error = None if again.error is None else _portable(again.error.with_traceback(None))
         outcome.again = again
         outcome.side_effect = outcome.side_effect or before.changed("a second call")

@@ -273,7 +273,8 @@ RUN_REPRO = (
     "import runpy, sys\n"
     "try:\n"
     "    runpy.run_path(sys.argv[1], run_name='__main__')\n"
-    "except AssertionError:\n"
+    "except AssertionError as error:\n"
+    "    print(error, file=sys.stderr)\n"
     "    sys.exit(17)\n"
 )
 
@@ -333,8 +334,8 @@ def test_the_repro_of_a_script_kernel_names_what_it_could_not_write(
 ) -> None:
     repro = script_repros["scaled"]
     assert "# Paste the definitions of W_SCALE here" in repro
-    missing = _run_repro(tmp_path, repro)
-    assert missing.returncode == 1
+    missing = _run_repro(tmp_path, repro)  # the check, the script's first call, says why
+    assert missing.returncode == 17
     assert "NameError: name 'W_SCALE' is not defined" in missing.stderr
     pasted = repro.replace("# Paste the definitions of W_SCALE", "W_SCALE = torch.tensor(2.0)  #")
     assert _run_repro(tmp_path, pasted).returncode == 17

@@ -247,11 +247,16 @@ def _bad_lookups(
     options: Sequence[str],
     turns: _Turns,
     make: Callable[[tuple[IdsRun, ...], int, dict[str, Any], torch.dtype, str], Any],
+    v: int = 1,
 ) -> Iterator[Boundary]:
-    """Bad input at its edges, on the CPU only (on CUDA it is a device-side assert)."""
+    """Bad input at its edges, on the CPU only (on CUDA it is a device-side assert).
+
+    ``v`` is the table's rows: 1, the smallest table, where a failure is already minimal; a
+    sharded table takes a row per rank, so that no rank's shard is empty (an empty shard
+    fails on its own, and would pass for a refusal).
+    """
     if "cpu" not in turns.devices:
         return
-    v = 1  # the smallest table: a failure here is already minimal
     for index in (torch.int64, torch.int32):
         lowest = torch.iinfo(index).min
         tail = 2**8 + 1  # a bad id in the last position, past a block of 256

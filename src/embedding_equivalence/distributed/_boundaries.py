@@ -180,7 +180,7 @@ def sharded_boundaries(
         ) -> EmbeddingCase:
             return _embedding(runs, v, small, kwargs, torch.float32, index, "cpu", invalid=why)
 
-        yield from _bad_lookups(options, turns, bad)
+        yield from _bad_lookups(options, turns, bad, v=world)
     yield from axis(other, 4)
 
 

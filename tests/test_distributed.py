@@ -399,8 +399,10 @@ def test_sharded_boundaries_sit_at_every_shard_edge(sharding: str, world: int) -
     assert any(b.case.ids.shape == () for b in phase if b.axis == "edge")
     assert any(0 in b.case.ids.shape for b in phase if b.axis == "edge")
     bad = {b.case.invalid for b in phase if b.axis == "bad input"}
-    assert {"negative id -1", "id 1 >= V = 1", "padding_idx=1 outside [-1, 1)"} <= bad
-    assert "padding_idx=-2 outside [-1, 1)" in bad
+    # A row per rank: no empty shard, whose own failure would pass for a refusal.
+    w = world
+    assert {"negative id -1", f"id {w} >= V = {w}", f"padding_idx={w} outside [-{w}, {w})"} <= bad
+    assert f"padding_idx={-w - 1} outside [-{w}, {w})" in bad
     on_cuda = sharded_boundaries(sharding, world, ALL_OPTIONS, dtypes, ("cuda",))
     assert all(b.axis != "bad input" and b.case.device == "cpu" for b in on_cuda)
 

@@ -9,7 +9,10 @@ verifier's default settings (only the options, scheme or sharding that a mutant'
 on one thread, and prints per
 mutant: how many seeds caught it, the rate, how many of those catches came from the boundary
 phase, the median examples and the median seconds to the report (shrinking included), and the
-slowest run; and the load average before and after (the seconds depend on it). A compiled
+slowest run; then per family the median time to catch beside the time of a passing run (a
+right kernel of the family, verified the same way under ``--control-seeds`` seeds: what a
+correct kernel's author waits); and the load average before and after (the seconds depend on
+it). A compiled
 mutant is compiled afresh for every seed (dynamo's caches are reset), as a user's run would
 be. Progress goes to stderr; the exit status is 1 if any mutant was missed under any seed.
 
@@ -35,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import functools
 import json
 import os
 import statistics
@@ -47,6 +51,7 @@ from typing import Any
 
 import hypothesis
 import torch
+import torch.nn.functional as F
 
 ROOT = Path(__file__).resolve().parents[1]
 # The catalogues live with the tests; the sharded workers import their mutants by name, with
@@ -55,7 +60,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import embedding_equivalence as ee  # noqa: E402
 from bag_mutants import BAG_MUTANTS  # noqa: E402
-from embedding_equivalence.distributed import verify_sharded_embedding  # noqa: E402
+from embedding_equivalence.distributed import (  # noqa: E402
+    verify_sharded_embedding,
+    vocab_parallel_embedding,
+)
 from mutants import LARGE_TABLE_MUTANTS, MUTANTS, compiled_mutants  # noqa: E402
 from purity_mutants import PURITY_MUTANTS  # noqa: E402
 from quantized_mutants import QUANTIZED_MUTANTS  # noqa: E402
@@ -73,6 +81,39 @@ LARGE = {
     "max_examples": 5,
 }
 GOAL_SECONDS = 2.0
+
+#: A right kernel per family, verified as that family's mutants are: the passing run's time.
+#: The compiled family's is compiled afresh (dynamo's caches reset), as a user's run would be.
+CONTROLS: dict[str, tuple[str, Callable[[int], Any]]] = {
+    "embedding": ("F.embedding", lambda seed: ee.verify_embedding(F.embedding, seed=seed)),
+    "bag": (
+        "lookup_embedding_bag",
+        lambda seed: ee.verify_embedding_bag(ee.lookup_embedding_bag, seed=seed),
+    ),
+    "quantized": (
+        "lookup_quantized_embedding, int8",
+        lambda seed: ee.verify_quantized_embedding(
+            functools.partial(ee.lookup_quantized_embedding, scheme="int8"),
+            scheme="int8",
+            seed=seed,
+        ),
+    ),
+    "sharded": (
+        "vocab_parallel_embedding",
+        lambda seed: verify_sharded_embedding(vocab_parallel_embedding, seed=seed),
+    ),
+    "compiled": ("torch.compile(F.embedding)", lambda seed: _compiled_control(seed)),
+    "value": ("F.embedding", lambda seed: ee.verify_embedding(F.embedding, seed=seed)),
+    "purity": (
+        "F.embedding, deterministic",
+        lambda seed: ee.verify_embedding(F.embedding, seed=seed, deterministic=True),
+    ),
+}
+
+
+def _compiled_control(seed: int) -> Any:
+    torch._dynamo.reset()
+    return ee.verify_embedding(torch.compile(F.embedding), seed=seed)
 
 
 @dataclass
@@ -268,6 +309,52 @@ def _totals(summaries: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _families(
+    summaries: list[dict[str, Any]], controls: dict[str, list[Any]]
+) -> dict[str, dict[str, Any]]:
+    """Per family: the median time to catch beside the passing run of its right kernel."""
+    out = {}
+    for family in dict.fromkeys(s["family"] for s in summaries):
+        rows = [s for s in summaries if s["family"] == family]
+        medians = [s["median_seconds"] for s in rows if s["median_seconds"] is not None]
+        runs = controls.get(family, [])
+        passed = [r for r in runs if not isinstance(r, BaseException) and r.passed]
+        out[family] = {
+            "mutants": len(rows),
+            "caught_under_every_seed": sum(s["caught"] == s["seeds"] for s in rows),
+            "median_seconds_to_catch": round(statistics.median(medians), 3) if medians else None,
+            "control": CONTROLS[family][0] if family in CONTROLS else None,
+            "control_runs": len(runs),
+            "control_passed": len(passed),
+            "control_median_seconds": round(statistics.median(r.elapsed for r in passed), 3)
+            if passed
+            else None,
+        }
+    return out
+
+
+def _run_controls(families: list[str], seeds: int) -> dict[str, list[Any]]:
+    """Verify each family's right kernel under ``seeds`` seeds (a failure is reported)."""
+    runs: dict[str, list[Any]] = {}
+    for family in families:
+        if family not in CONTROLS:
+            continue
+        name, verify = CONTROLS[family]
+        for seed in range(seeds):
+            try:
+                outcome: Any = verify(seed)
+            except Exception as exc:
+                outcome = exc
+            runs.setdefault(family, []).append(outcome)
+            what = (
+                f"ERROR {type(outcome).__name__}: {outcome}"
+                if isinstance(outcome, BaseException)
+                else f"{'passed' if outcome.passed else 'FAILED'}, {outcome.elapsed:.2f} s"
+            )
+            print(f"[{family}] control {name} seed {seed}: {what}", file=sys.stderr, flush=True)
+    return runs
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the catalogues; print the table; exit 1 if a mutant was missed under any seed."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
@@ -281,6 +368,10 @@ def main(argv: list[str] | None = None) -> int:
         help=f"comma-separated, from {', '.join(FAMILIES)} (default: all)",
     )  # fmt: skip
     parser.add_argument("--mutants", default="", help="comma-separated names (default: all)")
+    parser.add_argument(
+        "--control-seeds", type=int, default=3,
+        help="seeds of each family's passing run of a right kernel (default 3; 0: none)",
+    )  # fmt: skip
     parser.add_argument(
         "--large", action="store_true",
         help="also run the large-table mutants (a 4 GiB float16 table, about 10 GiB peak)",
@@ -322,10 +413,12 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr, flush=True,
             )  # fmt: skip
 
+    ran = sorted({e.family for e in entries}, key=[*FAMILIES, "large"].index)
+    controls = _run_controls(ran, args.control_seeds)
     load_after = os.getloadavg()[0]
     summaries = [_summary(e) for e in entries]
     totals = _totals(summaries)
-    ran = sorted({e.family for e in entries}, key=[*FAMILIES, "large"].index)
+    families_table = _families(summaries, controls)
     print(
         "Seeds: "
         + ", ".join(f"{f} {seeds[f]}" for f in ran)
@@ -346,6 +439,24 @@ def main(argv: list[str] | None = None) -> int:
             print(f"MISSED {s['family']}/{s['name']} under seeds {s['missed_seeds']}")
         for error in s["errors"]:
             print(f"ERROR {s['family']}/{s['name']} {error}")
+    print("\nper family: median seconds to catch (over the mutants' medians) and of a passing run")
+    print(
+        f"{'family':10s} {'mutants':>7s} {'every seed':>10s} {'catch s':>8s} {'pass s':>8s}  "
+        "right kernel"
+    )
+    for family, f in families_table.items():
+        catch = (
+            "-" if f["median_seconds_to_catch"] is None else f"{f['median_seconds_to_catch']:.2f}"
+        )
+        passing = (
+            "-" if f["control_median_seconds"] is None else f"{f['control_median_seconds']:.2f}"
+        )
+        failed = f["control_runs"] - f["control_passed"]
+        note = f" ({failed} of {f['control_runs']} runs did not pass)" if failed else ""
+        print(
+            f"{family:10s} {f['mutants']:>7d} {f['caught_under_every_seed']:>10d} {catch:>8s} "
+            f"{passing:>8s}  {f['control'] or '-'}{note}"
+        )
     print(
         f"caught {totals['caught_under_every_seed']} of {totals['mutants']} mutants under every "
         f"seed; {totals['missed_runs']} of {totals['runs']} runs missed; median of the medians "
@@ -361,12 +472,15 @@ def main(argv: list[str] | None = None) -> int:
             "settings": "each verifier's defaults; only the options, scheme, sharding or sizes "
             "that a mutant's bug needs",
             "goal_seconds": GOAL_SECONDS,
+            "control_seeds": args.control_seeds,
             "mutants": summaries,
+            "families": families_table,
             "totals": totals,
         }
         args.json.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
         print(f"wrote {args.json}", file=sys.stderr)
-    return 1 if totals["missed_runs"] else 0
+    controls_failed = any(f["control_passed"] < f["control_runs"] for f in families_table.values())
+    return 1 if totals["missed_runs"] or controls_failed else 0
 
 
 if __name__ == "__main__":

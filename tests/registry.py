@@ -71,6 +71,7 @@ def form_params(
     *,
     where: Callable[[Form], bool] = lambda f: True,
     with_options: bool = False,
+    marks: Any = (),
 ) -> list[Any]:
     """``pytest.param``s of the forms of ``kind`` that satisfy ``where``, with readable ids.
 
@@ -80,13 +81,14 @@ def form_params(
         kind: ``"embedding"`` or ``"bag"``.
         where: a filter on the registry's entries.
         with_options: make each param ``(fn, options)`` instead of ``fn``.
+        marks: marks of every param (``pytest.mark.slow`` for the slow tier).
 
     Returns:
         One param per form, its id the form's name.
     """
     assert kind in ("embedding", "bag"), kind
     return [
-        pytest.param(*((f.fn, f.options) if with_options else (f.fn,)), id=f.name)
+        pytest.param(*((f.fn, f.options) if with_options else (f.fn,)), id=f.name, marks=marks)
         for f in (*forms(kind), *CROSS_CHECKS)  # type: ignore[arg-type]
         if f.kind == kind and where(f)
     ]

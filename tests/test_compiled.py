@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torch._dynamo
 import torch.nn.functional as F
-from torch._dynamo.utils import counters
 
 import embedding_equivalence as ee
+
+# torch._dynamo is imported by the tests that need it: every pytest-xdist worker collects this
+# module, and the import costs seconds.
 
 SEED = 0
 
@@ -63,6 +64,9 @@ def test_the_repro_rebuilds_the_compiled_candidate() -> None:
 
 @pytest.mark.slow  # a graph for each of the boundary examples' shapes and options
 def test_every_example_runs_compiled_past_dynamos_recompile_limit() -> None:
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
     limit = torch._dynamo.config.recompile_limit
     graphs = counters["stats"]["unique_graphs"]
     compiled = torch.compile(F.embedding, backend="aot_eager")

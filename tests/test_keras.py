@@ -15,6 +15,8 @@ backend's behaviour skip themselves on the others, and the rerun checks that not
 
 from __future__ import annotations
 
+import importlib
+import importlib.metadata
 import importlib.util
 import os
 import random
@@ -65,13 +67,32 @@ if os.environ["KERAS_BACKEND"] == "jax":
     import jax
 
     jax.config.update("jax_enable_x64", True)
-keras = pytest.importorskip(
-    "keras", minversion="3", reason="needs Keras 3: pip install 'embedding-equivalence[keras]'"
-)
+if (
+    importlib.util.find_spec("keras") is None
+    or int(importlib.metadata.version("keras").split(".")[0]) < 3
+):
+    pytest.skip(
+        "needs Keras 3: pip install 'embedding-equivalence[keras]'", allow_module_level=True
+    )
+
+
+class _Keras:
+    """``keras``, imported at its first use.
+
+    Every pytest-xdist worker collects this module, and importing Keras takes seconds: only
+    the worker that runs these tests pays for it.
+    """
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(importlib.import_module("keras"), name)
+
+
+keras: Any = _Keras()
 
 pytestmark = pytest.mark.keras
 
-BACKEND: str = keras.backend.backend()
+#: The backend Keras runs on: the one ``KERAS_BACKEND`` names (set above), read at its import.
+BACKEND: str = os.environ["KERAS_BACKEND"]
 ROOT = Path(__file__).resolve().parents[1]
 TORCH_BACKEND_ONLY = pytest.mark.skipif(
     BACKEND != "torch", reason=f"pins the torch backend's behaviour; this run uses {BACKEND}"

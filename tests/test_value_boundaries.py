@@ -136,16 +136,17 @@ def test_the_catalogue_is_well_formed() -> None:
 # --------------------------------------------------------------------------------------------
 
 
-#: Torch's lookup, the suite's blocked kernel and the package's forms, with every option.
+#: Torch's lookup, the suite's blocked kernel and the package's forms, with every option. The
+#: forms run in the slow tier (the fast tier tests them on every other property).
 RIGHT_LOOKUPS = [
     pytest.param(F.embedding, ees.EMBEDDING_OPTIONS, id="F.embedding"),
     pytest.param(blocked_embedding, ees.EMBEDDING_OPTIONS, id="blocked_embedding"),
-    *form_params("embedding", with_options=True),
+    *form_params("embedding", with_options=True, marks=pytest.mark.slow),
 ]
 RIGHT_BAGS = [
     pytest.param(F.embedding_bag, ees.BAG_OPTIONS, id="F.embedding_bag"),
     pytest.param(hand_written_bag, ees.BAG_OPTIONS, id="hand_written_bag"),
-    *form_params("bag", with_options=True),
+    *form_params("bag", with_options=True, marks=pytest.mark.slow),
 ]
 RIGHT_QUANTIZED = [
     pytest.param(fn, scheme, symmetric, id=f"{name}-{scheme}{'-symmetric' * symmetric}")

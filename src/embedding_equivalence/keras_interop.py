@@ -115,6 +115,7 @@ def _keras(fn: str) -> ModuleType:
 
 def _to_torch(keras_: ModuleType, value: Any) -> torch.Tensor:
     """A fresh, contiguous torch copy of a Keras variable or backend tensor."""
+    # On the torch backend the copy stays where Keras keeps the variable; elsewhere the CPU.
     if keras_.backend.backend() == "torch":
         tensor = value.value if isinstance(value, keras_.Variable) else value
         return tensor.detach().clone(memory_format=torch.contiguous_format)
@@ -152,31 +153,30 @@ def _to_keras(keras_: ModuleType, tensor: torch.Tensor) -> Any:
     return t.cpu().numpy().copy()
 
 
-def _check_keras_layer(layer: object, cls: type, fn: str) -> None:
-    if not isinstance(layer, cls):
-        raise TypeError(f"{fn}: expected keras.layers.{cls.__name__}, got {type(layer).__name__}")
+def _keras_layer(layer: object, kind: str, fn: str) -> ModuleType:
+    """Keras, once ``layer`` is checked: a built ``keras.layers.<kind>``, not quantized."""
+    keras_ = _keras(fn)
+    if not isinstance(layer, getattr(keras_.layers, kind)):
+        raise TypeError(f"{fn}: expected keras.layers.{kind}, got {type(layer).__name__}")
     if not getattr(layer, "built", False):
         raise ValueError(
             f"{fn}: the layer is not built, so it has no weights yet; build it first "
             f"(layer.build(input_shape)) or call it once on an input"
         )
-    mode = getattr(layer, "quantization_mode", None)
-    if mode is not None:
+    if (mode := getattr(layer, "quantization_mode", None)) is not None:
         raise ValueError(
             f"{fn}: the layer is quantized ({mode!r}); convert the float layer before quantizing it"
         )
+    return keras_
 
 
-def _keras_kernel(
-    dense: Any, fn: str, target: str, *, bias: bool
-) -> tuple[ModuleType, torch.Tensor]:
+def _keras_kernel(dense: Any, fn: str, target: str, bias: bool) -> tuple[ModuleType, torch.Tensor]:
     """Keras, and a copy of a checked ``keras.layers.Dense``'s kernel as a torch tensor.
 
     The layer must be built, not quantized, without an activation (which ``target``, what
     the layer becomes, cannot express) and, unless ``bias``, without a bias.
     """
-    keras_ = _keras(fn)
-    _check_keras_layer(dense, keras_.layers.Dense, fn)
+    keras_ = _keras_layer(dense, "Dense", fn)
     if dense.use_bias and not bias:
         raise ValueError(
             f"{fn}: the Dense layer has a bias, so on one-hot input it is an embedding plus a "
@@ -193,8 +193,7 @@ def _keras_kernel(
 
 def _keras_table(layer: Any, fn: str) -> tuple[ModuleType, torch.Tensor]:
     """Keras, and a copy of a checked ``keras.layers.Embedding``'s table as a torch tensor."""
-    keras_ = _keras(fn)
-    _check_keras_layer(layer, keras_.layers.Embedding, fn)
+    keras_ = _keras_layer(layer, "Embedding", fn)
     return keras_, _to_torch(keras_, layer.embeddings)
 
 
@@ -231,22 +230,16 @@ def _keras_dense(
     return dense
 
 
-def _torch_device(keras_: ModuleType, table: torch.Tensor) -> torch.device:
-    # On the torch backend the copy stays where Keras keeps the variable; elsewhere the CPU.
-    return table.device if keras_.backend.backend() == "torch" else torch.device("cpu")
-
-
 # --------------------------------------------------------------------------------------------
 # Layouts (torch only)
 
 
 def _copy_2d(weight: Any, fn: str, what: str, *, transpose: bool = False) -> torch.Tensor:
     """A contiguous, detached copy of a 2-D ``weight`` (or of its transpose)."""
-    t = torch.as_tensor(weight)
+    t = torch.as_tensor(weight).detach()
     if t.dim() != 2:
         raise ValueError(f"{fn}: {what} must be 2-D, got shape {tuple(t.shape)}")
-    t = t.detach().t() if transpose else t.detach()
-    return t.clone(memory_format=torch.contiguous_format)
+    return (t.t() if transpose else t).clone(memory_format=torch.contiguous_format)
 
 
 def table_to_dense_kernel(weight: Any) -> torch.Tensor:
@@ -347,16 +340,14 @@ def _table_of(embedding: Any, fn: str) -> tuple[torch.Tensor, bool | None]:
             "max_norm": embedding.max_norm,
             "scale_grad_by_freq": embedding.scale_grad_by_freq or None,
         }
-        used = {k: v for k, v in options.items() if v is not None}
-        if used:
-            listed = ", ".join(f"{k}={v!r}" for k, v in used.items())
+        listed = ", ".join(f"{k}={v!r}" for k, v in options.items() if v is not None)
+        if listed:
             raise ValueError(
                 f"{fn}: keras.layers.Embedding has no counterpart of {listed} (mask_zero=True "
                 f"is not padding_idx=0: it masks downstream layers but neither zeroes row 0 "
                 f"nor its gradient); to move the table alone, pass {fn}(embedding.weight)"
             )
-        weight = embedding.weight
-        return weight.detach(), weight.requires_grad
+        return embedding.weight.detach(), embedding.weight.requires_grad
     if isinstance(embedding, torch.Tensor):
         if embedding.dim() != 2:
             raise ValueError(f"{fn}: the table must be 2-D (V, D), got {tuple(embedding.shape)}")
@@ -448,14 +439,12 @@ def keras_embedding_to_torch(layer: keras.layers.Embedding) -> nn.Embedding:
         TypeError: ``layer`` is not a ``keras.layers.Embedding``.
         ValueError: the layer is not built, or it is quantized.
     """
-    keras_, table = _keras_table(layer, "keras_embedding_to_torch")
+    _, table = _keras_table(layer, "keras_embedding_to_torch")
     # from_pretrained wraps the copy as it is: no initializer runs, so the global RNG is left
     # untouched. Not nn.Embedding(device="meta"): its normal_ on a meta tensor goes through
     # torch._refs, which imports torch._dynamo, which imports Triton where it is installed,
     # and Triton's LLVM aborts a process in which TensorFlow was imported first.
-    return nn.Embedding.from_pretrained(
-        table.to(_torch_device(keras_, table)), freeze=not bool(layer.trainable)
-    )
+    return nn.Embedding.from_pretrained(table, freeze=not bool(layer.trainable))
 
 
 def keras_embedding_to_dense(layer: keras.layers.Embedding) -> keras.layers.Dense:
@@ -499,8 +488,7 @@ def dense_to_keras_embedding(dense: keras.layers.Dense) -> keras.layers.Embeddin
         ValueError: the layer is not built or quantized, has a bias (a lookup cannot add a
             constant vector) or an activation.
     """
-    fn = "dense_to_keras_embedding"
-    keras_, kernel = _keras_kernel(dense, fn, "an Embedding", bias=False)
+    keras_, kernel = _keras_kernel(dense, "dense_to_keras_embedding", "an Embedding", bias=False)
     return _keras_embedding(keras_, kernel, dense.trainable, dtype=dense.dtype_policy)
 
 
@@ -519,12 +507,10 @@ def linear_to_dense(linear: nn.Linear) -> keras.layers.Dense:
         ImportError: Keras 3 is not installed.
         TypeError: ``linear`` is not an ``nn.Linear``.
     """
-    fn = "linear_to_dense"
     if not isinstance(linear, nn.Linear):
-        raise TypeError(f"{fn}: expected nn.Linear, got {type(linear).__name__}")
-    keras_, weight = _keras(fn), linear.weight
-    kernel = linear_weight_to_dense_kernel(weight)
-    dtype = _dtype_name(weight.dtype)
+        raise TypeError(f"linear_to_dense: expected nn.Linear, got {type(linear).__name__}")
+    keras_, weight = _keras("linear_to_dense"), linear.weight
+    kernel, dtype = linear_weight_to_dense_kernel(weight), _dtype_name(weight.dtype)
     return _keras_dense(keras_, kernel, linear.bias, weight.requires_grad, dtype)
 
 
@@ -547,14 +533,10 @@ def dense_to_linear(dense: keras.layers.Dense) -> nn.Linear:
         ValueError: the layer is not built, is quantized, or has an activation.
     """
     keras_, kernel = _keras_kernel(dense, "dense_to_linear", "nn.Linear", bias=True)
-    bias = _to_torch(keras_, dense.bias) if dense.use_bias else None
-    in_features, out_features = kernel.shape
-    linear = nn.Linear(
-        in_features, out_features, bias=bias is not None, device="meta", dtype=kernel.dtype
-    ).to_empty(device=_torch_device(keras_, kernel))  # no initial draw
+    linear = nn.Linear(*kernel.shape, bias=dense.use_bias, device="meta", dtype=kernel.dtype)
+    linear = linear.to_empty(device=kernel.device)  # no initial draw
     with torch.no_grad():
         linear.weight.copy_(kernel.t())
-        if bias is not None and linear.bias is not None:
-            linear.bias.copy_(bias)
-    linear.requires_grad_(bool(dense.trainable))
-    return linear
+        if linear.bias is not None:
+            linear.bias.copy_(_to_torch(keras_, dense.bias))
+    return linear.requires_grad_(bool(dense.trainable))

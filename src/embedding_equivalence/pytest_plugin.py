@@ -89,8 +89,7 @@ def selected_devices(environ: Mapping[str, str] | None = None) -> list[str]:
         raise pytest.UsageError(
             f"{DEVICES_ENV}={raw!r} names {what}; known device kinds: {', '.join(DEVICE_KINDS)}"
         )
-    absent = [kind for kind in DEVICE_KINDS if kind in names and kind not in present]
-    if absent:
+    if absent := [kind for kind in DEVICE_KINDS if kind in names and kind not in present]:
         raise pytest.UsageError(
             f"{DEVICES_ENV}={raw!r} demands {', '.join(absent)}, which "
             f"{'is' if len(absent) == 1 else 'are'} not present on this machine "
@@ -124,10 +123,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Parametrize the ``embedding_device`` and ``embedding_device_dtype`` fixtures."""
-    names = metafunc.fixturenames
-    if "embedding_device_dtype" not in names and "embedding_device" not in names:
-        return
-    devices = session_devices(metafunc.config)
+    names, devices = metafunc.fixturenames, session_devices(metafunc.config)
     if "embedding_device_dtype" in names:
         params = [
             pytest.param((device, dtype), id=f"{device}-{dtype_name(dtype)}")

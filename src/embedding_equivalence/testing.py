@@ -23,6 +23,7 @@ Examples:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -74,8 +75,28 @@ __all__ = [
 ]
 
 
+def _fresh(call: _Call, ids: bool = False) -> _Call:
+    """``call`` on clones of its tensors, the caller's left as they are.
+
+    Fresh leaves of the table and of ``per_sample_weights`` (requiring grad when ``call`` has
+    a ``grad_output``), clones of a quantized table's scales and zero points, and with
+    ``ids`` of the ids (else the ids are the caller's, in their own layout).
+    """
+    grad = call.grad_output is not None
+    kwargs, psw = dict(call.kwargs), call.per_sample_weights
+    if psw is not None:
+        kwargs["per_sample_weights"] = psw.detach().clone().requires_grad_(grad)
+    extra = {k: None if v is None else v.clone() for k, v in call.extra.items()}
+    table = call.weight.detach().clone().requires_grad_(grad)
+    input = call.input.clone() if ids else call.input
+    return dataclasses.replace(call, input=input, weight=table, kwargs=kwargs, extra=extra)
+
+
 def _check_tensors(
-    candidate: Callable[..., Any], oracle_for: Callable[[_Call], _Oracle], call: _Call
+    candidate: Callable[..., Any],
+    oracle_for: Callable[[_Call], _Oracle],
+    call: _Call,
+    clone_ids: bool = False,
 ) -> tuple[torch.Tensor, float]:
     """The engine on a call given as tensors: the caller's tensors are never modified.
 
@@ -84,16 +105,12 @@ def _check_tensors(
     the candidate's output (a tensor: the judge passed it) and the largest error ratio.
     """
     __tracebackhide__ = True
-    backward = call.grad_output is not None
-    original = call.weight.detach().clone()
-    kwargs, psw = dict(call.kwargs), call.per_sample_weights
-    if psw is not None:
-        kwargs["per_sample_weights"] = psw.detach().clone().requires_grad_(backward)
-    run = _Call(call.input, original.clone().requires_grad_(backward), kwargs, call.offsets,
-               call.grad_output)  # fmt: skip
-    oracle = oracle_for(_Call(call.input, original, kwargs, call.offsets))
+    run, weight = _fresh(call, clone_ids), call.weight.detach()
+    oracle = oracle_for(
+        dataclasses.replace(call, weight=weight, kwargs=run.kwargs, grad_output=None)
+    )
     outcome = _check.run_in_process(candidate, run)
-    name = _repro.describe_call(candidate, run, weight=original)
+    name = _repro.describe_call(candidate, run, weight=weight)
     worst = _check.judge(outcome, run, oracle, name, _repro.call_source(candidate, call))
     assert isinstance(outcome.output, torch.Tensor)
     return outcome.output, worst
@@ -193,23 +210,9 @@ def assert_quantized_equivalent(
         EquivalenceError: on any difference, with a repro snippet.
     """
     __tracebackhide__ = True
-
-    def call(clone: bool) -> _Call:
-        tensors = [t.clone() if clone else t for t in (input, qweight, scale)]
-        zp = zero_point.clone() if clone and zero_point is not None else zero_point
-        return _Call(
-            tensors[0], tensors[1], extra={"scale": tensors[2], "zero_point": zp},
-            output_dtype_of="scale", weight_name="qweight",
-        )  # fmt: skip
-
-    oracle = _QuantizedOracle.factory(scheme)(call(clone=False))
-    run = call(clone=True)
-    outcome = _check.run_in_process(candidate, run)
-    name = _repro.describe_call(candidate, run, weight=qweight)
-    repro = _repro.call_source(candidate, call(clone=False))
-    _check.judge(outcome, run, oracle, name, repro)
-    assert isinstance(outcome.output, torch.Tensor)
-    return outcome.output
+    extra = {"scale": scale, "zero_point": zero_point}
+    call = _Call(input, qweight, extra=extra, output_dtype_of="scale", weight_name="qweight")
+    return _check_tensors(candidate, _QuantizedOracle.factory(scheme), call, clone_ids=True)[0]
 
 
 def assert_runs_agree(
@@ -240,19 +243,9 @@ def assert_runs_agree(
         EquivalenceError: the first element where the runs differ.
     """
     __tracebackhide__ = True
-    grad = grad_output is not None
-
-    def fresh() -> _Call:
-        options = dict(kwargs)
-        psw = options.get("per_sample_weights")
-        if isinstance(psw, torch.Tensor):
-            options["per_sample_weights"] = psw.detach().clone().requires_grad_(grad)
-        table = weight.detach().clone().requires_grad_(grad)
-        offsets = args[0] if args else None
-        return _Call(input.clone(), table, options, offsets, grad_output)
-
-    runs = [[_check.run_in_process(candidate, fresh())] for _ in range(2)]
-    call = fresh()
+    given = _Call(input, weight, kwargs, args[0] if args else None, grad_output)
+    runs = [[_check.run_in_process(candidate, _fresh(given, ids=True))] for _ in range(2)]
+    call = _fresh(given, ids=True)
     name = _repro.describe_call(candidate, call)
     _check.check_runs_agree(runs, name, _repro.call_source(candidate, call))
 
@@ -317,8 +310,7 @@ def assert_bag_forward_equivalent(
         EquivalenceError: on any difference, with a repro snippet.
     """
     __tracebackhide__ = True
-    call = _Call(input, weight, kwargs, offsets)
-    return _check_tensors(candidate, _BagOracle.for_call, call)[0]
+    return _check_tensors(candidate, _BagOracle.for_call, _Call(input, weight, kwargs, offsets))[0]
 
 
 def assert_bag_backward_equivalent(

@@ -26,20 +26,23 @@ import hashlib
 import importlib.util
 import json
 import os
+import pathlib
 import shlex
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .usage import UsageError
+import torch
+
+from .._engine.report import JSON_SCHEMA, VerificationReport, render_text, report_fields
+from .usage import UsageError, csv_list
 
 if TYPE_CHECKING:
+    import argparse
+
     import rich.console
     import rich.progress
-
-    from .._engine.report import VerificationReport
 
 #: The console script's name, as a replay command writes it.
 PROGRAM = "embedding-equivalence"
@@ -159,9 +162,8 @@ def print_table(stream: TextIO, table: Table) -> None:
     import rich.table
 
     shown = rich.table.Table()
-    for i, header in enumerate(table.columns):
-        justify = "right" if i in table.right else "left"
-        shown.add_column(header, justify=justify, overflow="fold")  # a narrow terminal wraps
+    for i, header in enumerate(table.columns):  # overflow="fold": a narrow terminal wraps
+        shown.add_column(header, justify="right" if i in table.right else "left", overflow="fold")
     for cells, style in table.rows:
         shown.add_row(*cells, style=style)
     _rich_console(stream).print(shown)
@@ -192,7 +194,6 @@ class Progress:
         self._task: rich.progress.TaskID | None = None
 
     def __enter__(self) -> Progress:
-        self.start = time.perf_counter()
         if self.enabled and uses_rich(self.stream):
             import rich.progress
 
@@ -211,12 +212,7 @@ class Progress:
             self._bar.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
         if self._bar is not None:
             self._bar.stop()
             self._bar = None
@@ -255,8 +251,7 @@ def write_json(payload: Any, path: str, out: TextIO) -> None:
         out.write(text)
         out.flush()
     else:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
+        pathlib.Path(path).write_text(text, encoding="utf-8")
 
 
 def cell_name(implementation: str, options: Sequence[str], device: str, dtype: str) -> str:
@@ -274,7 +269,11 @@ def cell_name(implementation: str, options: Sequence[str], device: str, dtype: s
     return f"{implementation}/{','.join(options) or '-'}/{device}/{dtype}"
 
 
-def parse_cell(text: str) -> tuple[str, tuple[str, ...], str, str]:
+#: A cell's name read back by [`parse_cell`][]: implementation, options, device and dtype.
+ParsedCell = tuple[str, tuple[str, ...], str, str]
+
+
+def parse_cell(text: str) -> ParsedCell:
     """Read a cell's name back (the inverse of [`cell_name`][]).
 
     Args:
@@ -293,7 +292,7 @@ def parse_cell(text: str) -> tuple[str, tuple[str, ...], str, str]:
             "lookup_embedding/padding_idx/cpu/float32 (- for no options)"
         )
     implementation, options, device, dtype = (p.strip() for p in parts)
-    opts = () if options == "-" else tuple(o.strip() for o in options.split(",") if o.strip())
+    opts = () if options == "-" else tuple(csv_list(options))
     return implementation, opts, device, dtype
 
 
@@ -307,8 +306,7 @@ def cell_seed(run_seed: int, cell: str) -> int:
     Returns:
         The first 4 bytes of ``sha256(f"{run_seed}/{cell}")``, big-endian: in ``[0, 2**32)``.
     """
-    digest = hashlib.sha256(f"{run_seed}/{cell}".encode()).digest()
-    return int.from_bytes(digest[:4], "big")
+    return int.from_bytes(hashlib.sha256(f"{run_seed}/{cell}".encode()).digest()[:4], "big")
 
 
 def replay_command(run_seed: int, cell: str, flags: Sequence[str]) -> str:
@@ -343,8 +341,6 @@ def result_row(
         the counts, the seed, the failure, the records of the kind of run), with ``seed`` the
         cell's, then ``cell`` and ``replay`` (the command that replays the cell).
     """
-    from .._engine.report import report_fields
-
     replay = replay_command(run_seed, cell, flags)
     return {**columns, **report_fields(report), "cell": cell, "replay": replay}
 
@@ -364,29 +360,39 @@ def write_failure(
     out.write("\n")
     write_title(out, f"FAILED {row['cell']} (cell seed {row['seed']})")
     out.write(f"Replay this cell: {row['replay']}\n")
-    from .._engine.report import render_text
-
     text = render_text(report, repro=repro)
     if not repro:
         text += "\n(The minimal counterexample is like the one above; replay this cell for it.)"
     out.write(f"{text}\n")
 
 
-#: A column of the results table: its heading, and how a row's fields give its cell.
-Column = tuple[str, Callable[[dict[str, Any]], str]]
+def _worst(row: dict[str, Any]) -> str:
+    return "-" if row["worst_error"] is None or not row["passed"] else f"{row['worst_error']:.2f}"
+
+
+#: The columns of the results tables after "result", by heading: how a row's fields give its
+#: cell. Headings of numbers end with ``"#"`` to be right-aligned (the ``#`` is not printed).
+COLUMNS: dict[str, Callable[[dict[str, Any]], str]] = {
+    "implementation": lambda r: r["implementation"],
+    "options": lambda r: ",".join(r["options"]) or "-",
+    "device": lambda r: r["device"],
+    "dtype": lambda r: r["dtype"],
+    "sharding": lambda r: r["sharded"]["sharding"],
+    "world size#": lambda r: str(r["sharded"]["world_size"]),
+    "examples#": lambda r: str(r["examples"]),
+    "worst/bound#": _worst,
+    "seconds#": lambda r: f"{r['seconds']:.1f}",
+}
 
 
 def emit_results(
+    args: argparse.Namespace,
     rows: Sequence[dict[str, Any]],
     reports: Sequence[VerificationReport],
     *,
-    schema: str,
     run_seed: int,
-    max_examples: int,
-    boundaries: bool,
-    columns: Sequence[Column],
+    columns: Sequence[str],
     notes: Sequence[str] = (),
-    json_path: str | None,
     out: TextIO,
     err: TextIO,
 ) -> None:
@@ -398,54 +404,48 @@ def emit_results(
     written, for ``--json PATH``).
 
     Args:
+        args: the command line, read here: ``--json`` (``None``: no JSON), and for the JSON
+            ``--max-examples`` (the run's budget a row) and ``--no-boundaries``.
         rows: one dict a row (see [`result_row`][]), in the table's order.
         reports: the rows' reports.
-        schema: the JSON's schema name.
         run_seed: the run's seed.
-        max_examples: the run's budget a row.
-        boundaries: whether the boundary phase ran.
-        columns: the table's columns after "result"; headings of numbers end with ``"#"``
-            to be right-aligned (the ``#`` is not printed).
+        columns: the table's columns after "result", headings of [`COLUMNS`][]; headings of
+            numbers end with ``"#"`` to be right-aligned (the ``#`` is not printed).
         notes: lines printed under the table.
-        json_path: ``--json``'s value (``None``: no JSON).
         out: the table's stream.
         err: the progress stream.
     """
-    import torch
-
     failed = [(report, row) for report, row in zip(reports, rows, strict=True) if not report.passed]
     seconds = sum(r["seconds"] for r in rows)
     summary = (
         f"{len(rows) - len(failed)} passed, {len(failed)} failed "
         f"({sum(r['examples'] for r in rows)} examples in {seconds:.1f} s; run seed {run_seed})"
     )
-    if json_path is not None:
+    if args.json is not None:
         payload = {
-            "schema": schema,
+            "schema": JSON_SCHEMA,
             "torch": torch.__version__,
             "seed": run_seed,
-            "max_examples": max_examples,
-            "boundaries": boundaries,
+            "max_examples": args.max_examples,
+            "boundaries": not args.no_boundaries,
             "passed": not failed,
             "results": list(rows),
         }
-        write_json(payload, json_path, out)
-        if json_path == "-":  # stdout holds the JSON alone; the summary goes with the progress
+        write_json(payload, args.json, out)
+        if args.json == "-":  # stdout holds the JSON alone; the summary goes with the progress
             err.write(summary + "\n")
             return
-    headings = ["result", *(name.removesuffix("#") for name, _ in columns)]
-    right = tuple(i + 1 for i, (name, _) in enumerate(columns) if name.endswith("#"))
+    headings = ["result", *(name.removesuffix("#") for name in columns)]
+    right = tuple(i + 1 for i, name in enumerate(columns) if name.endswith("#"))
     table = Table(headings, right=right)
     for row in rows:
-        cells = [cell(row) for _, cell in columns]
-        style = None if row["passed"] else "bold red"
-        table.add_row("pass" if row["passed"] else "FAIL", *cells, style=style)
+        verdict, style = ("pass", None) if row["passed"] else ("FAIL", "bold red")
+        table.add_row(verdict, *(COLUMNS[name](row) for name in columns), style=style)
     print_table(out, table)
     if notes:
         out.write("\n" + "\n".join(notes) + "\n")
-    written: set[tuple[str, tuple[str, ...]]] = set()
-    for report, row in failed:  # one full repro for each implementation and options
-        kernel = (row["implementation"], tuple(row["options"]))
-        write_failure(out, report, row, repro=kernel not in written)
-        written.add(kernel)
+    # One full repro for each implementation and options: at its first failure.
+    kernels = [(row["implementation"], tuple(row["options"])) for _, row in failed]
+    for i, (report, row) in enumerate(failed):
+        write_failure(out, report, row, repro=kernels[i] not in kernels[:i])
     out.write(f"\n{summary}\n")

@@ -24,7 +24,7 @@ import functools
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TextIO
 
 import torch
@@ -35,17 +35,17 @@ from .._draw.tensors import available_devices, device_problem, dtypes_on, float_
 from .._engine.arguments import draw_seed
 from .._engine.names import import_reference
 from .._engine.probe import check_candidate
-from .._engine.report import JSON_SCHEMA, VerificationReport
+from .._engine.report import VerificationReport
 from .._engine.triton import switch_interpreter_on
 from .._engine.verify import verify_embedding, verify_embedding_bag, verify_quantized_embedding
 from ..forms.dtypes import FLOAT_DTYPE_NAMES, dtype_name
 from ..forms.lookup import lookup_embedding
 from ..forms.matmul import matmul_embedding
 from ..forms.options import BAG_OPTIONS, EMBEDDING_OPTIONS
-from ..forms.quantized import lookup_quantized_embedding
+from ..forms.quantized import SCHEMES, lookup_quantized_embedding
 from ..forms.registry import forms
 from .console import (
-    Column,
+    ParsedCell,
     Progress,
     cell_name,
     cell_seed,
@@ -54,30 +54,16 @@ from .console import (
     result_row,
     write_title,
 )
-from .parser import budget_flags, build_parser, csv_list, flag_value, replay_flags, size_knobs
-from .usage import UsageError
+from .parser import budget_flags, build_parser, flag_value, replay_flags, size_knobs
+from .usage import UsageError, csv_list
 
-#: ``--dtypes`` names: the package's floating dtypes (one list, in ``forms.dtypes``).
-_DTYPES = FLOAT_DTYPE_NAMES
 #: Random examples of a row that runs the boundary phase for several dtypes (the verifiers
 #: take no budget of 0).
 _BOUNDARY_CELL_EXAMPLES = 1
 
 
-def _worst(row: dict[str, Any]) -> str:
-    return "-" if row["worst_error"] is None or not row["passed"] else f"{row['worst_error']:.2f}"
-
-
 #: The columns of the results table after "result" (see ``emit_results``).
-_COLUMNS: tuple[Column, ...] = (
-    ("implementation", lambda r: r["implementation"]),
-    ("options", lambda r: ",".join(r["options"]) or "-"),
-    ("device", lambda r: r["device"]),
-    ("dtype", lambda r: r["dtype"]),
-    ("examples#", lambda r: str(r["examples"])),
-    ("worst/bound#", _worst),
-    ("seconds#", lambda r: f"{r['seconds']:.1f}"),
-)
+_COLUMNS = ("implementation", "options", "device", "dtype", "examples#", "worst/bound#", "seconds#")
 
 
 @dataclass(frozen=True)
@@ -100,34 +86,27 @@ class _Cell:
     boundaries: bool
 
 
-def _cells(
-    target: _Target,
-    options: tuple[str, ...],
-    device: str,
-    dtypes: tuple[torch.dtype, ...],
-    max_examples: int,
-    boundaries: bool,
-) -> list[_Cell]:
-    """The rows of ``target`` with ``options`` on ``device``: one per dtype.
+def _cells(cell: _Cell) -> list[_Cell]:
+    """The rows of ``cell``'s target with its options on its device: one per dtype.
 
     With the boundary phase on and several dtypes, a first row runs the boundary examples once
     for them all (the dtypes take turns along each axis; its budget is one random example),
     and the rows of one dtype run their random examples without repeating the phase.
     """
-    if not boundaries or len(dtypes) < 2:
-        return [_Cell(target, options, device, (dt,), max_examples, boundaries) for dt in dtypes]
-    once = _Cell(target, options, device, dtypes, _BOUNDARY_CELL_EXAMPLES, True)
-    return [once, *(_Cell(target, options, device, (dt,), max_examples, False) for dt in dtypes)]
+    rows = [replace(cell, dtypes=(dt,)) for dt in cell.dtypes]
+    if not cell.boundaries or len(cell.dtypes) < 2:
+        return rows
+    once = replace(cell, max_examples=_BOUNDARY_CELL_EXAMPLES)
+    return [once, *(replace(row, boundaries=False) for row in rows)]
 
 
-def _package_targets(bag_only: bool) -> list[_Target]:
-    """The package's public forms, from the registry, each with every option it takes."""
-    kinds = ("bag",) if bag_only else ("embedding", "bag")
-    return [
-        _Target(f.name, f.fn, f.options, f.kind == "bag")
-        for f in forms(public=True)
-        if f.kind in kinds
-    ]
+@contextlib.contextmanager
+def _refused(prefix: str = "", kind: type[Exception] = InvalidArgument) -> Iterator[None]:
+    """Report an exception of ``kind`` as a usage error: its message, after ``prefix``."""
+    try:
+        yield
+    except kind as exc:
+        raise UsageError(f"{prefix}{exc}") from None
 
 
 @contextlib.contextmanager
@@ -140,38 +119,22 @@ def _working_directory_importable() -> Iterator[None]:
         sys.path.remove(os.getcwd())
 
 
-def _load_candidate(spec: str) -> Callable[..., Any]:
-    with _working_directory_importable():
-        try:
-            fn = import_reference(spec)
-        except ValueError as exc:
-            raise UsageError(f"--candidate {spec!r}: {exc}") from None
-    if not callable(fn):
-        raise UsageError(f"--candidate {spec!r}: {spec.partition(':')[2]!r} is not callable")
-    return fn
-
-
 def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     only = _only(args)
-    try:
+    with _refused():
         dtypes = list(float_dtypes(args.dtypes, "--dtypes")) if args.dtypes else None
-    except InvalidArgument as exc:
-        raise UsageError(str(exc)) from None
     if args.sharding is None and args.world_size is not None:
         raise UsageError("--world-size goes with --sharding (the ranks of a sharded table)")
     if args.triton_interpret:  # before the candidate's module (and triton) is imported
         if not args.candidate:
             raise UsageError("--triton-interpret goes with --candidate (a Triton kernel)")
-        try:
+        with _refused("--triton-interpret: ", RuntimeError):
             switch_interpreter_on()
-        except RuntimeError as exc:
-            raise UsageError(f"--triton-interpret: {exc}") from None
     if args.json not in (None, "-"):
         _check_writable(args.json)
     devices = args.devices or available_devices()
     for d in devices:
-        problem = device_problem(d)
-        if problem is not None:
+        if (problem := device_problem(d)) is not None:
             raise UsageError(f"--devices: {d!r} {problem}")
     if args.sharding is not None:
         from .sharded import run_sharded_verify
@@ -181,7 +144,7 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if len(devices) != 1:
             raise UsageError(f"--sharding: give one device with --devices, got {','.join(devices)}")
         if args.candidate:
-            _check_candidate(_load_candidate(args.candidate), args, devices)
+            _candidate(args, devices)
         with _working_directory_importable():  # the workers import the candidate by name too
             return run_sharded_verify(args, dtypes, devices[0], only, out, err)
     if args.scheme is None and args.symmetric:
@@ -197,33 +160,31 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             )
 
     if args.candidate:
-        fn = _load_candidate(args.candidate)
-        _check_candidate(fn, args, devices)
+        fn = _candidate(args, devices)
         targets = [_Target(args.candidate, fn, tuple(args.options or ()), args.bag)]
-        option_sets = {args.candidate: [tuple(args.options or ())]}
     elif args.scheme is not None:
         lookup = functools.partial(lookup_quantized_embedding, scheme=args.scheme)
         targets = [_Target(f"lookup_quantized_embedding[{args.scheme}]", lookup, (), False)]
-        option_sets = {targets[0].name: [()]}
-    else:
-        targets = _package_targets(bag_only=args.bag)
-        option_sets = {
-            t.name: [(), tuple(o for o in (args.options or t.options) if o in t.options)]
-            for t in targets
-        }
+    else:  # the package's public forms, each with every option it takes
+        targets = [
+            _Target(f.name, f.fn, f.options, f.kind == "bag")
+            for f in forms("bag" if args.bag else None, public=True)
+        ]
 
     boundaries = not args.no_boundaries
+    # The package's forms get a row without options, then one with the options chosen.
+    plain = [()] if not args.candidate and args.scheme is None else []
+    default_dtypes = QUANTIZED_SCALE_DTYPES if args.scheme else None
     if only is not None:
-        target, opts, dev, dts = _only_job(only, targets, args)
-        jobs = [_Cell(target, opts, dev, dts, args.max_examples, boundaries)]
+        jobs = [_only_job(only, targets, args)]
     else:
         jobs = []
         for t in targets:
-            for opts in dict.fromkeys(option_sets[t.name]):
+            chosen = tuple(o for o in (args.options or t.options) if o in t.options)
+            for opts in dict.fromkeys([*plain, chosen]):
                 for dev in devices:
-                    default = QUANTIZED_SCALE_DTYPES if args.scheme else None
-                    dts = dtypes_on(dev, dtypes or default)
-                    jobs += _cells(t, opts, dev, dts, args.max_examples, boundaries)
+                    dts = dtypes_on(dev, dtypes or default_dtypes)
+                    jobs += _cells(_Cell(t, opts, dev, dts, args.max_examples, boundaries))
     run_seed = args.seed if args.seed is not None else draw_seed()
     flags = replay_flags(args)
     results: list[dict[str, Any]] = []
@@ -240,7 +201,7 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             if args.scheme is None:  # else a quantized table: no options, forward only
                 verify = verify_embedding_bag if job.target.bag else verify_embedding
                 keywords = {"options": job.options, "backward": not args.forward_only}
-            try:
+            with _refused():  # a size that does not fit, refused before drawing
                 report = verify(
                     job.target.fn,
                     **keywords,
@@ -252,15 +213,12 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                     deterministic=args.deterministic,
                     **size_knobs(args),
                 )
-            except InvalidArgument as exc:  # a size that does not fit, refused before drawing
-                raise UsageError(str(exc)) from None
             # The flags that give ``--only`` this cell's budget and phases, after the run's.
             cell_flags = [*flags, *budget_flags(job.max_examples, job.boundaries)]
-            row = result_row(
+            results.append(result_row(
                 report, cell, run_seed, cell_flags, implementation=job.target.name,
                 options=list(job.options), device=job.device, dtype=dtype_text,
-            )  # fmt: skip
-            results.append(row)
+            ))  # fmt: skip
             reports.append(report)
 
     notes = ["worst/bound: the worst error (outputs and gradients) as a fraction of its bound"]
@@ -271,14 +229,12 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             "examples"
         )
     emit_results(
-        results, reports, schema=JSON_SCHEMA, run_seed=run_seed,
-        max_examples=args.max_examples, boundaries=not args.no_boundaries, columns=_COLUMNS,
-        notes=notes, json_path=args.json, out=out, err=err,
-    )  # fmt: skip
+        args, results, reports, run_seed=run_seed, columns=_COLUMNS, notes=notes, out=out, err=err
+    )
     return 0 if all(r.passed for r in reports) else 1
 
 
-def _only(args: argparse.Namespace) -> tuple[str, tuple[str, ...], str, str] | None:
+def _only(args: argparse.Namespace) -> ParsedCell | None:
     """``--only``'s cell, read and checked; ``None`` without it.
 
     The cell's options, device and dtype take the place of ``--options``, ``--devices`` and
@@ -292,19 +248,15 @@ def _only(args: argparse.Namespace) -> tuple[str, tuple[str, ...], str, str] | N
     implementation, opts, device, dtype = parse_cell(args.only)
     # A cell may draw from several dtypes, comma-separated; a sharded row from all of them.
     names = [] if args.sharding is not None and dtype == "all" else csv_list(dtype)
-    unknown = [d for d in names if d not in _DTYPES]
+    unknown = [d for d in names if d not in FLOAT_DTYPE_NAMES]
     if unknown or (args.sharding is None and not names):
-        choices = ", ".join(_DTYPES) if args.sharding is None else ", ".join([*_DTYPES, "all"])
-        raise UsageError(f"--only: unknown dtype {dtype!r}; choose from {choices}")
+        choices = [*FLOAT_DTYPE_NAMES, *(["all"] if args.sharding is not None else [])]
+        raise UsageError(f"--only: unknown dtype {dtype!r}; choose from {', '.join(choices)}")
     args.options, args.devices, args.dtypes = list(opts), [device], names or None
     return implementation, opts, device, dtype
 
 
-def _only_job(
-    only: tuple[str, tuple[str, ...], str, str],
-    targets: Sequence[_Target],
-    args: argparse.Namespace,
-) -> tuple[_Target, tuple[str, ...], str, tuple[torch.dtype, ...]]:
+def _only_job(only: ParsedCell, targets: Sequence[_Target], args: argparse.Namespace) -> _Cell:
     """The one job of ``--only``: its implementation among ``targets``, with its options."""
     implementation, opts, device, dtype_text = only
     by_name = {t.name: t for t in targets}
@@ -314,23 +266,19 @@ def _only_job(
             f"{', '.join(by_name)}"
         )
     target = by_name[implementation]
-    refused = [] if args.candidate else [o for o in opts if o not in target.options]
-    if refused:
+    if refused := [] if args.candidate else [o for o in opts if o not in target.options]:
         raise UsageError(
             f"--only: {implementation} takes no {', '.join(refused)}; its options are "
             f"{', '.join(target.options) or 'none'}"
         )
-    dtypes = tuple(_DTYPES[d] for d in csv_list(dtype_text))
-    unsupported = [dtype_name(d) for d in dtypes if d not in dtypes_on(device)]
-    if unsupported:
+    dtypes = tuple(FLOAT_DTYPE_NAMES[d] for d in csv_list(dtype_text))
+    if unsupported := [dtype_name(d) for d in dtypes if d not in dtypes_on(device)]:
         raise UsageError(f"--only: {', '.join(unsupported)} not supported on {device}")
-    return target, opts, device, dtypes
+    return _Cell(target, opts, device, dtypes, args.max_examples, not args.no_boundaries)
 
 
 def _check_quantized_args(args: argparse.Namespace) -> None:
     """Refuse what a quantized verification cannot take."""
-    from ..forms.quantized import SCHEMES
-
     if args.scheme not in SCHEMES:
         raise UsageError(f"--scheme: unknown {args.scheme!r}; choose from {', '.join(SCHEMES)}")
     if args.symmetric and args.scheme != "int8":
@@ -351,20 +299,24 @@ def _check_writable(path: str) -> None:
         raise UsageError(f"--json {path!r}: the folder {folder!r} is not writable")
 
 
-def _check_candidate(fn: Callable[..., Any], args: argparse.Namespace, devices: list[str]) -> None:
-    """Refuse, before any cell runs, a ``--candidate`` that cannot take this run's calls.
+def _candidate(args: argparse.Namespace, devices: list[str]) -> Callable[..., Any]:
+    """``--candidate``, imported; refused, before any cell runs, if it cannot take this run's calls.
 
     The engine's check (``_engine.probe``), which every verifier makes again: a kernel of
     another kind (an embedding kernel with ``--bag`` or ``--scheme``), an option it does not
     take, swapped arguments, a Triton kernel without ``--triton-interpret`` on a machine
     without a GPU. A usage mistake, not a finding.
     """
+    spec = args.candidate
+    with _working_directory_importable(), _refused(f"--candidate {spec!r}: ", ValueError):
+        fn = import_reference(spec)
+    if not callable(fn):
+        raise UsageError(f"--candidate {spec!r}: {spec.partition(':')[2]!r} is not callable")
     kind = "sharded_" if args.sharding else "quantized_" if args.scheme else ""
     kind += "embedding_bag" if args.bag else "embedding"
-    try:
+    with _refused(f"--candidate {spec!r}: "):
         check_candidate(f"verify_{kind}", fn, args.options or (), devices, args.scheme)
-    except InvalidArgument as exc:
-        raise UsageError(f"--candidate {args.candidate!r}: {exc}") from None
+    return fn
 
 
 def _demo(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -378,8 +330,7 @@ def _demo(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     idx = torch.tensor([2, 3, 1])
     with torch.random.fork_rng():
         torch.manual_seed(123)
-        embedding = torch.nn.Embedding(4, 5)
-    weight = embedding.weight
+        weight = torch.nn.Embedding(4, 5).weight
     out.write("torch.manual_seed(123); embedding = torch.nn.Embedding(4, 5)\n")
     show("embedding.weight  (V=4 rows, D=5 columns)", weight.detach())
     show("ids", idx)
@@ -410,7 +361,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         The exit status: 0 success, 1 a failed verification, 2 a usage error.
     """
     try:
-        args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
+        args = build_parser().parse_args(argv)  # None: sys.argv[1:]
         command = _verify if args.command == "verify" else _demo  # the two subcommands
         return command(args, sys.stdout, sys.stderr)
     except UsageError as exc:

@@ -9,12 +9,13 @@ flags back, for the command that replays one of its cells.
 from __future__ import annotations
 
 import argparse
+import functools
 from typing import Any, NoReturn
 
 import torch
 
 from .. import __version__
-from .usage import UsageError, int_at_least
+from .usage import UsageError, csv_list, int_at_least
 
 #: Examples per row of the default ``verify`` table (implementation x options x device x dtype).
 DEFAULT_CLI_EXAMPLES = 25
@@ -42,14 +43,6 @@ def _size(value: str) -> int | tuple[int, int]:
     return bounds if sep else bounds[0]
 
 
-def csv_list(value: str) -> list[str]:
-    """A comma-separated list, blanks dropped."""
-    return [v.strip() for v in value.split(",") if v.strip()]
-
-
-_positive_int = int_at_least(1)
-
-
 def build_parser() -> _Parser:
     """The parser of ``embedding-equivalence`` and its subcommands ``verify`` and ``demo``."""
     parser = _Parser(
@@ -58,9 +51,7 @@ def build_parser() -> _Parser:
         "verify it, see it, measure it.",
     )
     parser.add_argument(
-        "--version",
-        action="version",
-        version=f"%(prog)s {__version__} (torch {torch.__version__})",
+        "--version", action="version", version=f"%(prog)s {__version__} (torch {torch.__version__})"
     )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     v = sub.add_parser(
@@ -84,23 +75,23 @@ def build_parser() -> _Parser:
         help="check this function (F.embedding's signature; F.embedding_bag's with --bag); "
         "the module may be a file, as in path/to/kernels.py:embed",
     )
-    v.add_argument(
+    switch = functools.partial(v.add_argument, action="store_true")
+    switch(
         "--triton-interpret",
-        action="store_true",
         help="run --candidate's Triton kernels on the CPU under Triton's interpreter: sets "
         "TRITON_INTERPRET=1 before the candidate's module is imported (refused if triton was "
         "imported without it)",
     )
-    v.add_argument("--bag", action="store_true", help="embedding-bag implementations")
+    switch("--bag", help="embedding-bag implementations")
     v.add_argument(
         "--sharding",
         choices=("vocab", "dim"),
         help="verify sharded embeddings over torch.distributed: the package's forms or "
         "--candidate, with the table split by rows (vocab) or columns (dim)",
     )
-    v.add_argument(
+    positive = functools.partial(v.add_argument, type=int_at_least(1))
+    positive(
         "--world-size",
-        type=_positive_int,
         help="ranks to start with --sharding (default 2; under torchrun, torchrun's)",
     )
     v.add_argument(
@@ -109,19 +100,13 @@ def build_parser() -> _Parser:
         help="verify a quantized lookup (int8, uint4, float8_e4m3fn, float8_e5m2): the "
         "package's, or --candidate with the signature (input, qweight, scale, zero_point)",
     )
-    v.add_argument(
-        "--symmetric", action="store_true", help="with --scheme int8: tables without zero points"
-    )
-    v.add_argument("--options", type=csv_list, help="comma-separated options to exercise")
-    v.add_argument(
-        "--dtypes", type=csv_list, help="comma-separated: float32,float64,float16,bfloat16"
-    )
-    v.add_argument(
-        "--devices", type=csv_list, help="comma-separated devices (default: all present)"
-    )
-    v.add_argument(
+    switch("--symmetric", help="with --scheme int8: tables without zero points")
+    comma_separated = functools.partial(v.add_argument, type=csv_list)
+    comma_separated("--options", help="comma-separated options to exercise")
+    comma_separated("--dtypes", help="comma-separated: float32,float64,float16,bfloat16")
+    comma_separated("--devices", help="comma-separated devices (default: all present)")
+    positive(
         "--max-examples",
-        type=_positive_int,
         default=DEFAULT_CLI_EXAMPLES,
         help=f"examples per table cell (default {DEFAULT_CLI_EXAMPLES})",
     )
@@ -142,15 +127,14 @@ def build_parser() -> _Parser:
         "(OPTIONS and DTYPE comma-separated, - for no options; with --sharding, DTYPE may be "
         "all); with the run's --seed it replays that cell: a failing cell prints the command",
     )
-    v.add_argument("--forward-only", action="store_true", help="skip the gradient checks")
-    v.add_argument(
+    switch("--forward-only", help="skip the gradient checks")
+    switch(
         "--deterministic",
-        action="store_true",
-        help="run each example twice more: outputs and gradients must agree bit for bit",
+        help="run each example once more: the two runs' outputs and gradients must agree bit "
+        "for bit",
     )
-    v.add_argument(
+    switch(
         "--no-boundaries",
-        action="store_true",
         help="skip the boundary phase (the fixed examples at sizes around powers of two, edge "
         "shapes and bad input that run before the random ones)",
     )

@@ -28,7 +28,7 @@ import torch
 import torch.distributed as dist
 
 from .._engine.arguments import draw_seed
-from .._engine.report import JSON_SCHEMA, VerificationReport
+from .._engine.report import VerificationReport
 from ..distributed._group import (
     DEFAULT_STARTUP_TIMEOUT,
     DEFAULT_TIMEOUT,
@@ -40,7 +40,7 @@ from ..distributed._verify import verify_sharded_embedding
 from ..distributed.forms import SHARDED_FORMS
 from ..forms.dtypes import dtype_name
 from ..forms.options import SHARDED_OPTIONS
-from .console import Column, Progress, cell_name, cell_seed, emit_results, result_row
+from .console import ParsedCell, Progress, cell_name, cell_seed, emit_results, result_row
 from .parser import budget_flags, replay_flags, size_knobs
 from .usage import UsageError
 
@@ -68,7 +68,7 @@ def run_sharded_verify(
     args: argparse.Namespace,
     dtypes: Sequence[torch.dtype] | None,
     device: str,
-    only: tuple[str, tuple[str, ...], str, str] | None,
+    only: ParsedCell | None,
     out: TextIO,
     err: TextIO,
 ) -> int:
@@ -98,8 +98,7 @@ def run_sharded_verify(
     """
     sharding, world_size, options = args.sharding, args.world_size or 2, args.options
     boundaries = not args.no_boundaries
-    unknown = [o for o in options or () if o not in SHARDED_OPTIONS]
-    if unknown:
+    if unknown := [o for o in options or () if o not in SHARDED_OPTIONS]:
         raise UsageError(
             f"--options: {', '.join(unknown)} not taken by sharded embeddings; choose from "
             f"{', '.join(SHARDED_OPTIONS)}"
@@ -121,8 +120,7 @@ def run_sharded_verify(
                 f"{', '.join(dict.fromkeys(names))}"
             )
         rows = [next((name, fn, tuple(options or ())) for name, fn, _ in rows if name == only[0])]
-    short = None if _launched() else gpus_short(world_size, device, None, "--world-size ")
-    if short is not None:
+    if not _launched() and (short := gpus_short(world_size, device, None, "--world-size ")):
         raise UsageError(short)
     in_group = _join_torchrun_group(device)
     run_seed = _run_seed(args.seed, in_group)
@@ -142,7 +140,6 @@ def run_sharded_verify(
             reports.append(report)
             if in_group and broken_group() is not None:
                 break  # ranks were lost: no later row can run on this group
-    failures = [r for r in reports if not r.passed]
     broken = broken_group() if in_group else None
     if broken is not None and dist.get_rank() != 0:
         err.write(f"rank {dist.get_rank()}: {broken}\n")
@@ -155,33 +152,21 @@ def run_sharded_verify(
             group = ["--sharding", sharding, "--world-size", str(world), *flags]
             fields = {"implementation": name, "options": list(opts), "device": device}
             results.append(result_row(report, cell, run_seed, group, **fields))
-        emit_results(
-            results, reports, schema=JSON_SCHEMA,
-            run_seed=run_seed, max_examples=args.max_examples, boundaries=boundaries,
-            columns=_COLUMNS, json_path=args.json, out=out, err=err,
-        )  # fmt: skip
+        emit_results(args, results, reports, run_seed=run_seed, columns=_COLUMNS, out=out, err=err)
     if in_group and broken is None:
         dist.barrier()
-    return 1 if failures else 0
+    return 0 if all(r.passed for r in reports) else 1
 
 
 def _run_seed(seed: int | None, in_group: bool) -> int:
     """The run's seed: ``seed``, or drawn at random (under torchrun, by rank 0 for all)."""
     if seed is not None:
         return seed
-    drawn: list[int | None] = [draw_seed()]
+    drawn = [draw_seed()]
     if in_group:
         dist.broadcast_object_list(drawn, src=0)
-    assert drawn[0] is not None
     return drawn[0]
 
 
 #: The columns of the sharded results table after "result" (see ``emit_results``).
-_COLUMNS: tuple[Column, ...] = (
-    ("implementation", lambda r: r["implementation"]),
-    ("options", lambda r: ",".join(r["options"]) or "-"),
-    ("sharding", lambda r: r["sharded"]["sharding"]),
-    ("world size#", lambda r: str(r["sharded"]["world_size"])),
-    ("examples#", lambda r: str(r["examples"])),
-    ("seconds#", lambda r: f"{r['seconds']:.1f}"),
-)
+_COLUMNS = ("implementation", "options", "sharding", "world size#", "examples#", "seconds#")

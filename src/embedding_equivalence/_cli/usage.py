@@ -38,3 +38,8 @@ def int_at_least(minimum: int) -> Callable[[str], int]:
         return n
 
     return parse
+
+
+def csv_list(value: str) -> list[str]:
+    """A comma-separated list, blanks dropped."""
+    return [v.strip() for v in value.split(",") if v.strip()]

@@ -28,6 +28,7 @@ from .tensors import (
     SEEDS,
     Looks,
     Ranges,
+    check_known,
     check_options,
     draw_basics,
     draw_ids,
@@ -94,9 +95,7 @@ def check_modes(modes: Sequence[str]) -> None:
         raise InvalidArgument(
             f"modes={modes!r} must be a non-empty sequence of names from {list(BAG_MODES)}{hint}"
         )
-    unknown = [m for m in modes if m not in BAG_MODES]
-    if unknown:
-        raise InvalidArgument(f"unknown modes {unknown}; choose from {list(BAG_MODES)}")
+    check_known("modes", modes, BAG_MODES)
     if len(set(modes)) != len(modes):
         raise InvalidArgument(f"modes={modes!r} names a mode twice")
 
@@ -140,10 +139,7 @@ def check_invalid(
             f"invalid={invalid!r} must be a bool or a non-empty sequence of kinds from "
             f"BAG_INVALID_KINDS + CRASHING_BAG_INVALID_KINDS"
         )
-    known = BAG_INVALID_KINDS + CRASHING_BAG_INVALID_KINDS
-    unknown = [k for k in invalid if k not in known]
-    if unknown:
-        raise InvalidArgument(f"unknown invalid kinds {unknown}; choose from {list(known)}")
+    check_known("invalid kinds", invalid, BAG_INVALID_KINDS + CRASHING_BAG_INVALID_KINDS)
     return tuple(invalid)
 
 
@@ -219,14 +215,6 @@ def _bags_of(
     return (n,), ((*starts, n) if include_last_offset else starts)
 
 
-def _ids_in_bags(
-    shape: tuple[int, ...], offsets: tuple[int, ...] | None, include_last_offset: bool
-) -> int:
-    """How many ids lie in some bag (ids after the last offset lie in none)."""
-    bounds = bag_bounds(shape, offsets, include_last_offset)
-    return bounds[-1][1] if bounds else 0
-
-
 def _one_id_at_least(
     shape: tuple[int, ...], offsets: tuple[int, ...] | None, include_last_offset: bool
 ) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
@@ -235,27 +223,17 @@ def _one_id_at_least(
     A large table's ids start with its edge rows (see ``edge_rows``), which only a bag
     looks up.
     """
-    if _ids_in_bags(shape, offsets, include_last_offset) > 0:
+    if any(lo < hi for lo, hi in bag_bounds(shape, offsets, include_last_offset)):
         return shape, offsets
     if offsets is None:
         return (1, 1), None
     return (1,), ((0, 1) if include_last_offset else (0,))
 
 
-def _ids_sharing_a_bag(
-    values: Sequence[int],
-    shape: tuple[int, ...],
-    offsets: tuple[int, ...] | None,
-    include_last_offset: bool,
-) -> list[int]:
-    """The ids that occur in a bag together with a different id, sorted."""
-    bounds = bag_bounds(shape, offsets, include_last_offset)
-    found: set[int] = set()
-    for lo, hi in bounds:
-        bag = set(values[lo:hi])
-        if len(bag) > 1:
-            found |= bag
-    return sorted(found)
+def _ids_sharing_a_bag(values: Sequence[int], bounds: Sequence[tuple[int, int]]) -> list[int]:
+    """The ids that occur in a bag (of ``bounds``) together with a different id, sorted."""
+    bags = [set(values[lo:hi]) for lo, hi in bounds]
+    return sorted(set().union(*(bag for bag in bags if len(bag) > 1)))
 
 
 @st.composite
@@ -284,7 +262,7 @@ def embedding_bag_case(
         shape, offsets = _one_id_at_least(shape, offsets, ilo)
     ids = draw_ids(draw, looks, b, shape, max(ranges.max_ids, shape[0]))
     weight = draw_weight(draw, looks, b)
-    mixed = _ids_sharing_a_bag(ids.values, shape, offsets, ilo)
+    mixed = _ids_sharing_a_bag(ids.values, bag_bounds(shape, offsets, ilo))
     kwargs = draw_lookup_options(draw, options, v, ids.values, mixed, mode)
     if ilo:
         kwargs["include_last_offset"] = True

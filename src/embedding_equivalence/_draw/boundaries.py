@@ -39,7 +39,6 @@ still fails.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -207,11 +206,10 @@ def _bag(
     if starts is not None and end and kwargs.get("include_last_offset"):
         offsets = (*starts, len(ids.values))
     psw = _GRAD_SEED + 1 if weighted else None
-    table = _table(v, d, dtype, device)
+    table = _table(v, d, dtype, device, at=values[0] if values else ())
     if values is None:
         return EmbeddingBagCase(ids, table, offsets, index, mode, kwargs, psw, _GRAD_SEED, invalid)
-    table, bags = dataclasses.replace(table, specials=values[0]), len(starts or ())
-    grads = tuple(e for e in values[1] if e[0] < bags)
+    grads = tuple(e for e in values[1] if e[0] < len(starts or ()))
     return ValueBagCase(ids, table, offsets, index, mode, kwargs, psw, _GRAD_SEED, invalid, grads)
 
 
@@ -277,10 +275,8 @@ def bag_boundaries(
                 continue
             _, dtype, index, device = at(next(turn))
             case = _bag(_REPEATS, (0, 2), 3, 4, combo, -1, mode, dtype, index, device)
-            text = (
-                f"{', '.join(combo)} on bags [2, 0], [0, 1, 0] (mode={mode!r}, {dtype_name(dtype)})"
-            )
-            yield Boundary("options", None, text, case)
+            what = f"{', '.join(combo)} on bags [2, 0], [0, 1, 0]"
+            yield Boundary("options", None, f"{what} (mode={mode!r}, {dtype_name(dtype)})", case)
     at_values = [o for o in all_options if o not in _NOT_IN_VALUE_BAGS]
     for mode in modes:
         yield from _value_boundaries(
@@ -331,11 +327,9 @@ def bag_boundaries(
         options = _past_renorm_copies(all_options, v)
         return _bag(_vocab_ids(v), (0, 2), v, 1, options, v // 2, *turn)
 
-    yield from _size_axis("bag length", at, length)
-    yield from _size_axis("bags", at, count)
-    yield from _size_axis("empty bags", at, empty)
-    yield from _size_axis("D", at, width)
-    yield from _size_axis("V", at, vocab)
+    axes = {"bag length": length, "bags": count, "empty bags": empty, "D": width, "V": vocab}
+    for axis, make in axes.items():
+        yield from _size_axis(axis, at, make)
 
 
 # --- quantized tables ---------------------------------------------------------------------------

@@ -10,7 +10,6 @@ under every seed.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import math
 from collections.abc import Callable, Iterator, Sequence
@@ -49,12 +48,9 @@ _GRAD_SEED = 7
 
 def around_powers_of_two(limit: int) -> tuple[int, ...]:
     """``2**k - 1``, ``2**k`` and ``2**k + 1`` for every ``k``, from 1 up to ``limit``."""
-    values = {1}
-    k = 1
-    while (1 << k) - 1 <= limit:
-        values.update(x for x in ((1 << k) - 1, 1 << k, (1 << k) + 1) if x <= limit)
-        k += 1
-    return tuple(sorted(values))
+    ks = range(1, limit.bit_length() + 1)
+    values = {x for k in ks for x in ((1 << k) - 1, 1 << k, (1 << k) + 1) if x <= limit}
+    return tuple(sorted(values | {1}))
 
 
 @dataclass(frozen=True)
@@ -117,23 +113,20 @@ _OTHER_NORMS = (1.0, 3.0, math.inf)
 def _lookup_kwargs(
     options: Sequence[str], padding_row: int, norm_type: float = 2.0
 ) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {}
-    if "padding_idx" in options:
-        kwargs["padding_idx"] = padding_row
-    if "max_norm" in options:
-        kwargs.update(max_norm=1.0, norm_type=norm_type)
-    if "scale_grad_by_freq" in options:
-        kwargs["scale_grad_by_freq"] = True
-    if "sparse" in options:
-        kwargs["sparse"] = True
-    return kwargs
+    by_option: dict[str, dict[str, Any]] = {
+        "padding_idx": {"padding_idx": padding_row},
+        "max_norm": {"max_norm": 1.0, "norm_type": norm_type},
+        "scale_grad_by_freq": {"scale_grad_by_freq": True},
+        "sparse": {"sparse": True},
+    }
+    return {k: x for option, kw in by_option.items() if option in options for k, x in kw.items()}
 
 
 def _table(
-    v: int, d: int, dtype: torch.dtype, device: str, layout: str = "contiguous"
+    v: int, d: int, dtype: torch.dtype, device: str, layout: str = "contiguous", at: Entries = ()
 ) -> WeightRecipe:
     native = v * d > NATIVE_ELEMENTS
-    return WeightRecipe(v, d, dtype, device, _TABLE_SEED + v + d, (), layout, native)
+    return WeightRecipe(v, d, dtype, device, _TABLE_SEED + v + d, at, layout, native)
 
 
 @dataclass(frozen=True)
@@ -167,10 +160,9 @@ def _embedding(
 ) -> EmbeddingCase:
     """A lookup; ``values``: the entries of the table and of the upstream gradient to place."""
     ids = IdsRecipe.from_runs(runs, shape, index, device, ids_layout)
-    table = _table(v, d, dtype, device, table_layout)
+    table = _table(v, d, dtype, device, table_layout, values[0] if values else ())
     if values is None:
         return EmbeddingCase(ids, table, kwargs, _GRAD_SEED, invalid)
-    table = dataclasses.replace(table, specials=values[0])
     return ValueEmbeddingCase(ids, table, kwargs, _GRAD_SEED, invalid, values[1])
 
 

@@ -23,6 +23,7 @@ from .recipes import (
     _randn_source,
     dtype_source,
     kwargs_source,
+    run_source,
     sequence_source,
 )
 
@@ -129,8 +130,7 @@ class _CaseBase(TableFacts):
 
     def grad_output(self) -> torch.Tensor:
         """The upstream gradient, ``N(0, 1)`` in float64 cast to the table's dtype and device."""
-        shape, at = self._grad_shape(), self.grad_values
-        return _randn(shape, self.grad_seed, self.dtype, self.device, at)
+        return run_source(self.grad_output_source("g"))["g"]  # the snippet's own code
 
     def grad_output_source(self, name: str = "grad_output") -> str:
         """Python that rebuilds [`grad_output`][]."""
@@ -312,9 +312,8 @@ class EmbeddingBagCase(_CaseBase):
         if self.per_sample_weights_seed is not None:
             psw = _randn(self.ids.shape, self.per_sample_weights_seed, self.dtype, self.device)
             psw.requires_grad_(requires_grad)
-        return BagTensors(
-            self.ids.build(), self.weight.build(requires_grad=requires_grad), offsets, psw
-        )
+        ids, weight = self.ids.build(), self.weight.build(requires_grad=requires_grad)
+        return BagTensors(ids, weight, offsets, psw)
 
     def arguments(
         self, tensors: BagTensors | None = None

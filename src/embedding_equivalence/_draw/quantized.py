@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from hypothesis import note
@@ -24,7 +23,7 @@ from ..forms.quantized import check_scheme
 from ..oracle.call import Call
 from .cases import snippet
 from .embeddings import draw_call_ids, draw_spoilt_ids
-from .recipes import IdsRecipe, dtype_source, float_source
+from .recipes import IdsRecipe, dtype_source, float_source, run_source
 from .tensors import SEEDS, Looks, Ranges, draw_basics
 
 #: Kinds of bad input a quantized lookup must refuse (``F.embedding``'s, less ``padding_idx``).
@@ -89,13 +88,8 @@ class QuantizedTableRecipe:
             f"scale = torch.ldexp(1 + torch.rand({v}, generator=g, dtype=torch.float64), "
             f"torch.randint({lo}, {hi + 1}, ({v},), generator=g)).to({dtype_source(self.dtype)})"
         )
-        if affine:
-            lines.append(
-                f"zero_point = torch.randint({s.qmin}, {s.qmax + 1}, ({v},), generator=g, "
-                f"dtype=torch.int32)"
-            )
-        else:
-            lines.append("zero_point = None")
+        randint = f"torch.randint({s.qmin}, {s.qmax + 1}, ({v},), generator=g, dtype=torch.int32)"
+        lines.append(f"zero_point = {randint if affine else None}")
         for row, scale, zero_point in self.limits:
             lines.append(f"scale[{row}] = {float_source(scale)}")
             if affine:
@@ -121,9 +115,8 @@ class QuantizedTableRecipe:
 
     def build(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """Fresh ``(qweight, scale, zero_point)``, made by running [`source`][]."""
-        namespace: dict[str, Any] = {"torch": torch}
-        exec(self.source(), namespace)  # the snippet's own code: the same tensors by design
-        return namespace["qweight"], namespace["scale"], namespace["zero_point"]
+        made = run_source(self.source())  # the snippet's own code: the same tensors by design
+        return made["qweight"], made["scale"], made["zero_point"]
 
 
 @dataclass(frozen=True)
@@ -148,12 +141,9 @@ class QuantizedEmbeddingCase:
     def call(self, backward: bool = False) -> Call:
         """A fresh `Call` (``backward`` is ignored: a quantized lookup is forward only)."""
         qweight, scale, zero_point = self.table.build()
+        extra = {"scale": scale, "zero_point": zero_point}
         return Call(
-            self.ids.build(),
-            qweight,
-            extra={"scale": scale, "zero_point": zero_point},
-            output_dtype_of="scale",
-            weight_name="qweight",
+            self.ids.build(), qweight, extra=extra, output_dtype_of="scale", weight_name="qweight"
         )
 
     def source(self, fn: str = "candidate", backward: bool = False, preamble: str = "") -> str:

@@ -22,6 +22,13 @@ WEIGHT_LAYOUTS = ("contiguous", "transposed", "sliced", "offset")
 IDS_LAYOUTS = ("contiguous", "transposed", "sliced", "expanded")
 
 
+def run_source(source: str, **names: Any) -> dict[str, Any]:
+    """Run ``source`` with ``torch`` and ``names`` in scope; return the names it made."""
+    namespace: dict[str, Any] = {"torch": torch, **names}
+    exec(source, namespace)
+    return namespace
+
+
 def dtype_source(dtype: torch.dtype) -> str:
     """Python source naming ``dtype``, e.g. ``torch.float16``."""
     return str(dtype)
@@ -29,11 +36,7 @@ def dtype_source(dtype: torch.dtype) -> str:
 
 def float_source(x: float) -> str:
     """Python source for a float that round-trips exactly (``inf``/``nan`` included)."""
-    if math.isnan(x):
-        return "float('nan')"
-    if math.isinf(x):
-        return "float('inf')" if x > 0 else "float('-inf')"
-    return repr(float(x))
+    return repr(float(x)) if math.isfinite(x) else f"float('{float(x)}')"  # inf, -inf, nan
 
 
 @dataclass(frozen=True)
@@ -68,9 +71,7 @@ class WeightRecipe:
 
     def values(self) -> torch.Tensor:
         """The table's values as a contiguous CPU tensor of ``dtype``, by [`source`][]'s lines."""
-        namespace: dict[str, Any] = {"torch": torch}
-        exec("\n".join(self._drawn("weight")), namespace)
-        return namespace["weight"]
+        return run_source("\n".join(self._drawn("weight")))["weight"]
 
     def build(self, requires_grad: bool = False) -> torch.Tensor:
         """Make the tensor, on ``device`` and in ``layout``, by running [`source`][].
@@ -83,9 +84,8 @@ class WeightRecipe:
         Returns:
             The ``(V, D)`` table.
         """
-        namespace: dict[str, Any] = {"torch": torch}
-        exec(self.source(), namespace)  # the snippet's own code: the same tensor by design
-        return namespace["weight"].requires_grad_(requires_grad)
+        # The snippet's own code: the same tensor by design.
+        return run_source(self.source())["weight"].requires_grad_(requires_grad)
 
     def source(self, name: str = "weight") -> str:
         """Python that rebuilds the tensor exactly (assumes ``import torch``)."""
@@ -117,12 +117,11 @@ class WeightRecipe:
         v, d, dt = self.num_embeddings, self.embedding_dim, dtype_source(self.dtype)
         generator = f"generator=torch.Generator().manual_seed({self.seed})"
         if self.native:
-            lines = [f"{name} = torch.empty({v}, {d}, dtype={dt}).uniform_(-1, 1, {generator})"]
+            made = f"torch.empty({v}, {d}, dtype={dt}).uniform_(-1, 1, {generator})"
         else:
-            lines = [
-                f"{name} = torch.randn({v}, {d}, dtype=torch.float64, {generator}).to({dt}) + 0.0"
-            ]
-        return lines + [f"{name}[{r}, {c}] = {float_source(x)}" for r, c, x in self.specials]
+            made = f"torch.randn({v}, {d}, dtype=torch.float64, {generator}).to({dt}) + 0.0"
+        specials = [f"{name}[{r}, {c}] = {float_source(x)}" for r, c, x in self.specials]
+        return [f"{name} = {made}", *specials]
 
 
 @dataclass(frozen=True)
@@ -244,23 +243,21 @@ class IdsRecipe:
             t = torch.cat([run.tensor(self.dtype) for run in self.runs])
         else:
             t = torch.tensor(self.values, dtype=self.dtype)
-        namespace: dict[str, Any] = {"torch": torch, "input": t.reshape(self.shape).to(self.device)}
-        exec("\n".join(self._placed("input")), namespace)  # the snippet's own code
-        return namespace["input"]
+        placed = "\n".join(self._placed("input"))  # the snippet's own code
+        return run_source(placed, input=t.reshape(self.shape).to(self.device))["input"]
 
     def source(self, name: str = "input") -> str:
         """Python that rebuilds the tensor exactly (assumes ``import torch``)."""
         dt = dtype_source(self.dtype)
-        shape = repr(tuple(self.shape))
         dev = f".to({self.device!r})" if self.device != "cpu" else ""
         if self.runs and len(self.values) > 16:  # long: a short expression, not literals
-            line = f"{name} = {_runs_source(self.runs)}.to({dt}).reshape({shape}){dev}"
+            made = f"{_runs_source(self.runs)}.to({dt})"
+        elif self.dtype.is_floating_point:
+            vals = ", ".join(float_source(float(x)) for x in self.values)
+            made = f"torch.tensor([{vals}], dtype={dt})"
         else:
-            if self.dtype.is_floating_point:
-                vals = "[" + ", ".join(float_source(float(x)) for x in self.values) + "]"
-            else:
-                vals = repr(list(self.values))
-            line = f"{name} = torch.tensor({vals}, dtype={dt}).reshape({shape}){dev}"
+            made = f"torch.tensor({list(self.values)!r}, dtype={dt})"
+        line = f"{name} = {made}.reshape({tuple(self.shape)!r}){dev}"
         return "\n".join([line, *self._placed(name)])
 
     def _placed(self, name: str) -> list[str]:
@@ -303,11 +300,7 @@ def _randn(
     shape: tuple[int, ...], seed: int, dtype: torch.dtype, device: str, at: Entries = ()
 ) -> torch.Tensor:
     """``N(0, 1)`` float64 draws cast to ``dtype``, then the entries ``at`` written."""
-    g = torch.randn(shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
-    g = g.to(dtype)
-    for row, col, value in at:
-        g.view(-1, shape[-1])[row, col] = value
-    return g.to(device)
+    return run_source(_randn_source("g", shape, seed, dtype, device, at))["g"]
 
 
 def kwargs_source(kwargs: Mapping[str, Any]) -> str:

@@ -23,14 +23,14 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from ..forms.memory import available_memory_bytes, format_bytes
-from ..forms.quantized import check_scheme
 from ..oracle.expected import CHUNK_ELEMENTS
-from . import strategies as _strategies
+from . import strategies as ees
 from .tensors import (
     DEFAULT_MAX_DIM,
     DEFAULT_MAX_ELEMENTS,
     DEFAULT_MAX_VOCAB,
     INT32_ELEMENTS,
+    check_scheme_argument,
     is_large_table,
 )
 
@@ -83,13 +83,8 @@ def large_table_sizes(
         raise InvalidArgument(f"kind={kind!r} must be one of {KINDS}")
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise InvalidArgument(f"dtype={dtype!r} must be a floating torch.dtype")
-    per_offset = 1
-    if kind == "quantized":
-        try:
-            per_offset = 2 if check_scheme(scheme, "large_table_sizes").packed else 1
-        except ValueError as exc:
-            raise InvalidArgument(str(exc)) from None
-    return per_offset * INT32_ELEMENTS // LARGE_TABLE_DIM + _ROWS_PAST, LARGE_TABLE_DIM
+    packed = kind == "quantized" and check_scheme_argument(scheme, "large_table_sizes").packed
+    return (2 if packed else 1) * INT32_ELEMENTS // LARGE_TABLE_DIM + _ROWS_PAST, LARGE_TABLE_DIM
 
 
 def _resolve(
@@ -203,12 +198,8 @@ def case_sizes(
     Raises:
         InvalidArgument: a malformed knob, or a largest example that would not fit in memory.
     """
-    vocab, known_v = _resolve(
-        "vocab_sizes", vocab_sizes, _strategies.vocab_sizes, DEFAULT_MAX_VOCAB
-    )
-    dim, known_d = _resolve(
-        "embedding_dims", embedding_dims, _strategies.embedding_dims, DEFAULT_MAX_DIM
-    )
+    vocab, known_v = _resolve("vocab_sizes", vocab_sizes, ees.vocab_sizes, DEFAULT_MAX_VOCAB)
+    dim, known_d = _resolve("embedding_dims", embedding_dims, ees.embedding_dims, DEFAULT_MAX_DIM)
     ids, n = _resolve("num_ids", num_ids, st.integers, _DEFAULT_MAX_IDS)
     if vocab is None and dim is None and ids is None:
         return {}

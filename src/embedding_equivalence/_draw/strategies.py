@@ -1,6 +1,6 @@
 """The public strategies' implementations, in the drawing layer that the verifiers draw from.
 
-``embedding_equivalence.strategies`` re-exports every name of ``__all__`` from here, with its
+``embedding_equivalence.strategies`` re-exports every public name defined here, with its
 docstring (and the recipes, cases and constants from their own modules of this layer). The
 layers below the public modules (the size knobs, the engine, the sharded verifier, the CLI)
 import them from here, so that no layer imports a public module. The imports marked
@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from ..forms.options import BAG_MODES, BAG_OPTIONS, EMBEDDING_OPTIONS  # noqa: F401 - linked
-from ..forms.quantized import check_scheme as _check_scheme
 from . import bags as _bags
 from . import embeddings as _embeddings
 from . import quantized as _quantized
@@ -31,21 +30,6 @@ from .tensors import DEFAULT_MAX_DIM as _DEFAULT_MAX_DIM
 from .tensors import DEFAULT_MAX_ELEMENTS as _DEFAULT_MAX_ELEMENTS
 from .tensors import DEFAULT_MAX_VOCAB as _DEFAULT_MAX_VOCAB
 from .tensors import available_devices, supported_float_dtypes
-
-__all__ = [
-    "QUANTIZED_SCALE_DTYPES",
-    "REAL_VOCAB_SIZES",
-    "devices",
-    "embedding_bag_cases",
-    "embedding_cases",
-    "embedding_dims",
-    "embedding_weights",
-    "float_dtypes",
-    "index_dtypes",
-    "quantized_embedding_cases",
-    "token_ids",
-    "vocab_sizes",
-]
 
 #: Vocabulary sizes of real tokenizers, reached by [`vocab_sizes`][] when the bounds allow.
 REAL_VOCAB_SIZES: tuple[int, ...] = (32_000, 50_257, 65_537, 128_256, 262_144)
@@ -477,10 +461,7 @@ def quantized_embedding_cases(
             ``"int8"``, an odd fixed ``D`` for ``"uint4"``, or the arguments that
             [`embedding_cases`][] refuses.
     """
-    try:
-        _check_scheme(scheme, "quantized_embedding_cases")
-    except ValueError as exc:
-        raise InvalidArgument(str(exc)) from None
+    _tensors.check_scheme_argument(scheme, "quantized_embedding_cases")
     if symmetric and scheme != "int8":
         raise InvalidArgument(f"symmetric=True applies to scheme='int8' only, not {scheme!r}")
     if scheme == "uint4" and isinstance(embedding_dim, int) and embedding_dim % 2:

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from ..forms.dtypes import FLOAT_DTYPE_NAMES, FLOAT_DTYPES, INDEX_DTYPES
+from ..forms.quantized import Scheme, check_scheme
 from .recipes import IDS_LAYOUTS, WEIGHT_LAYOUTS, IdsRecipe, WeightRecipe
 
 T = TypeVar("T")
@@ -42,13 +43,9 @@ _NONFINITE = (math.inf, -math.inf, math.nan)
 
 def available_devices() -> list[str]:
     """Device kinds present on this machine, CPU first (``"cpu"``, then ``"cuda"``, ``"mps"``)."""
-    found = ["cpu"]
-    if torch.cuda.is_available():
-        found.append("cuda")
     mps = getattr(torch.backends, "mps", None)
-    if mps is not None and mps.is_available():
-        found.append("mps")
-    return found
+    present = {"cuda": torch.cuda.is_available(), "mps": mps is not None and mps.is_available()}
+    return ["cpu", *(kind for kind, here in present.items() if here)]
 
 
 def supported_float_dtypes(device: str | torch.device) -> list[torch.dtype]:
@@ -109,9 +106,7 @@ def device_problem(device: str | torch.device) -> str | None:
 
 def check_device(device: object) -> None:
     """Refuse a device string that is malformed or absent here (strategies are drawn later)."""
-    if not isinstance(device, str) or device == "meta":
-        return
-    problem = device_problem(device)
+    problem = device_problem(device) if isinstance(device, str) and device != "meta" else None
     if problem is not None:
         raise InvalidArgument(f"device={device!r} {problem}")
 
@@ -180,9 +175,22 @@ def check_options(options: Sequence[str], allowed: Sequence[str]) -> None:
         raise InvalidArgument(
             f"options={options!r} must be a sequence of names, e.g. options=({options!r},)"
         )
-    unknown = [o for o in options if o not in allowed]
+    check_known("options", options, allowed)
+
+
+def check_known(what: str, names: Sequence[str], allowed: Sequence[str]) -> None:
+    """Refuse the names outside ``allowed``: ``unknown <what> [...]; choose from [...]``."""
+    unknown = [x for x in names if x not in allowed]
     if unknown:
-        raise InvalidArgument(f"unknown options {unknown}; choose from {list(allowed)}")
+        raise InvalidArgument(f"unknown {what} {unknown}; choose from {list(allowed)}")
+
+
+def check_scheme_argument(scheme: object, fn: str) -> Scheme:
+    """The quantization scheme named ``scheme``; an unknown one raises ``InvalidArgument``."""
+    try:
+        return check_scheme(scheme, fn)
+    except ValueError as exc:
+        raise InvalidArgument(str(exc)) from None
 
 
 def as_strategy(value: T | st.SearchStrategy[T]) -> st.SearchStrategy[T]:
@@ -201,8 +209,7 @@ def _shapes(
     shape: list[int] = []
     budget = max_numel
     for _ in range(ndim):
-        hi = max(min_side, min(max_side, budget))
-        side = draw(st.integers(min_side, hi))
+        side = draw(st.integers(min_side, max(min_side, min(max_side, budget))))
         shape.append(side)
         budget = max(1, budget // max(side, 1))
     return tuple(shape)
@@ -401,9 +408,8 @@ def draw_ids(
     """
     b = basics
     edge = edge_rows(b.vocab_size, b.embedding_dim)
-    min_side = 1 if edge else 0
     recipes = ids_recipes(
-        b.vocab_size, shape, b.index_dtype, b.device, 0, 3, min_side, 8, looks.ids_layouts,
+        b.vocab_size, shape, b.index_dtype, b.device, 0, 3, 1 if edge else 0, 8, looks.ids_layouts,
         max_numel, edge,
     )  # fmt: skip
     return draw(recipes, label="ids")

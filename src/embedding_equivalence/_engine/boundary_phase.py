@@ -42,9 +42,7 @@ def _without(case: Any, name: str) -> Any | None:
 
 
 def run_boundaries(
-    boundaries: Iterable[Boundary],
-    check: Callable[[Any], None],
-    on_example: Callable[[], None] = lambda: None,
+    boundaries: Iterable[Boundary], check: Callable[[Any], None]
 ) -> BoundaryFailure | None:
     """Check the boundary examples in order; narrow the first failure down.
 
@@ -55,14 +53,12 @@ def run_boundaries(
     Args:
         boundaries: the examples, in order.
         check: checks one case; raises ``AssertionError`` on a failure.
-        on_example: called before every check (counts the examples).
 
     Returns:
         ``None`` when every example passed, else the narrowed failure.
     """
 
     def fails(case: Any) -> AssertionError | None:
-        on_example()
         try:
             check(case)
         except AssertionError as exc:

@@ -146,8 +146,7 @@ def on_rank(name: str, outcome: Outcome) -> str:
 
 def _raised(outcome: Outcome) -> str:
     """``TypeName: message``, with the traceback of an error raised in another process."""
-    exc = outcome.error
-    text = f"{type(exc).__name__}: {exc}"
+    text = f"{type(outcome.error).__name__}: {outcome.error}"
     if outcome.traceback:
         text += f"\n\nTraceback on rank {outcome.rank}:\n{outcome.traceback.rstrip()}\n"
     return text
@@ -171,8 +170,7 @@ def run_in_process(candidate: Callable[..., Any], call: Call) -> Outcome:
         out = candidate(*call.args, **call.kwargs)
     except Exception as exc:  # the judge decides whether raising was right
         return Outcome(error=exc, stage="forward")
-    outcome = Outcome(output=out, table=call.weight.detach())
-    outcome.side_effect = before.changed("the call")
+    outcome = Outcome(out, table=call.weight.detach(), side_effect=before.changed("the call"))
     outcome.shares = shared_input(out, call)
     if outcome.side_effect is None and isinstance(out, torch.Tensor):
         _backward_and_again(candidate, call, out, outcome)
@@ -252,24 +250,17 @@ def quiet_replay() -> Iterator[None]:
 def _check_output(
     out: object, call: Call, oracle: Oracle, shape: tuple[int, ...], name: str
 ) -> str | None:
+    returned = f"{name} returned"
     if not isinstance(out, torch.Tensor):
-        return f"{name} returned {type(out).__name__}, not a torch.Tensor"
-    weight = call.weight
+        return f"{returned} {type(out).__name__}, not a torch.Tensor"
     if tuple(out.shape) != shape:
-        return (
-            f"{name} returned shape {tuple(out.shape)}, expected {oracle.output_shape_text} = "
-            f"{shape}"
-        )
+        return f"{returned} shape {tuple(out.shape)}, expected {oracle.output_shape_text} = {shape}"
     if out.dtype != call.output_dtype:
-        return (
-            f"{name} returned dtype {out.dtype}, expected the {call.output_dtype_of}'s dtype "
-            f"{call.output_dtype}"
-        )
-    if out.device != weight.device:
-        return (
-            f"{name} returned a tensor on {out.device}, expected the weight's device "
-            f"{weight.device}"
-        )
+        dtype = f"the {call.output_dtype_of}'s dtype {call.output_dtype}"
+        return f"{returned} dtype {out.dtype}, expected {dtype}"
+    device = call.weight.device
+    if out.device != device:
+        return f"{returned} a tensor on {out.device}, expected the weight's device {device}"
     return None
 
 
@@ -291,11 +282,9 @@ def _dense_grad(outcome: Outcome, call: Call, name: str) -> str | torch.Tensor:
     if not sparse and grad.layout != torch.strided:
         return f"{name}: the gradient must be dense without sparse=True, got layout {grad.layout}"
     dense = grad.to_dense() if grad.layout != torch.strided else grad
-    if tuple(dense.shape) != tuple(call.weight.shape):
-        return (
-            f"{name}: weight.grad has shape {tuple(dense.shape)}, expected "
-            f"{tuple(call.weight.shape)}"
-        )
+    shape = tuple(call.weight.shape)
+    if tuple(dense.shape) != shape:
+        return f"{name}: weight.grad has shape {tuple(dense.shape)}, expected {shape}"
     return dense
 
 
@@ -441,7 +430,7 @@ def check_call(
     *,
     runner: Runner = run_in_process,
     name: str | None = None,
-) -> float:
+) -> tuple[float, list[Outcome]]:
     """Run ``candidate`` on ``call`` with ``runner`` and judge the outcome against ``oracle``.
 
     Args:
@@ -453,17 +442,18 @@ def check_call(
         name: the call as written in messages (default: described from ``call``).
 
     Returns:
-        The largest ``|error| / bound`` (0 when exact).
+        The largest ``|error| / bound`` (0 when exact), and the outcomes judged (one a rank),
+        for a caller that compares them with another run.
 
     Raises:
         EquivalenceError: the first difference.
     """
     __tracebackhide__ = True
     name = name or describe_call(candidate, call)
-    worst = 0.0
-    for outcome in _outcomes(runner(candidate, call)):
+    worst, outcomes = 0.0, _outcomes(runner(candidate, call))
+    for outcome in outcomes:  # a loop, not a generator: its frame would show in tracebacks
         worst = max(worst, judge(outcome, call, oracle, on_rank(name, outcome), repro))
-    return worst
+    return worst, outcomes
 
 
 class CheckableCase(Protocol):
@@ -522,10 +512,9 @@ def check_case(
     __tracebackhide__ = True
     repro = snippet(case, backward, candidate_source(candidate))
     try:
-        worst = _check_fresh_call(candidate, case, oracle_factory, backward, runner, repro)
-        if deterministic and case.invalid is None:
-            _check_runs_agree(candidate, case, backward, runner, repro)
-        return worst
+        return _check_fresh_call(
+            candidate, case, oracle_factory, backward, runner, repro, deterministic
+        )
     except EquivalenceError as exc:
         _drop_tensors(exc)
         raise
@@ -553,20 +542,24 @@ def _check_fresh_call(
     backward: bool,
     runner: Runner,
     repro: str,
+    deterministic: bool,
 ) -> float:
-    """[`check_case`][] on a fresh call of ``case``, whose tensors live in this frame only."""
+    """[`check_case`][] on a fresh call of ``case``, whose tensors live in this frame only.
+
+    With ``deterministic``, a valid case runs once more, on a fresh call: the run judged and
+    that one must agree ([`check_runs_agree`][]).
+    """
     __tracebackhide__ = True
     call = case.call(backward=backward and case.invalid is None)
     if case.invalid is not None:
         for outcome in _outcomes(runner(candidate, call)):
-            if outcome.stage == "forward":
-                continue
-            raise EquivalenceError(
-                f"{on_rank(describe_call(candidate, call), outcome)} returned a result, but "
-                f"the call is invalid ({case.invalid}) and the reference raises: bad input "
-                f"must be refused, not clamped, wrapped or read out of bounds",
-                repro,
-            )
+            if outcome.stage != "forward":
+                raise EquivalenceError(
+                    f"{on_rank(describe_call(candidate, call), outcome)} returned a result, but "
+                    f"the call is invalid ({case.invalid}) and the reference raises: bad input "
+                    f"must be refused, not clamped, wrapped or read out of bounds",
+                    repro,
+                )
         return 0.0
     # The oracle reads what it needs of the table now, before the candidate runs (max_norm
     # renorms the table in place): the referenced rows, and with max_norm a copy of a small
@@ -574,7 +567,11 @@ def _check_fresh_call(
     before = call.weight.detach()
     oracle = oracle_factory(dataclasses.replace(call, weight=before, grad_output=None))
     name = describe_call(candidate, call, weight=before)
-    return check_call(candidate, call, oracle, repro, runner=runner, name=name)
+    worst, judged = check_call(candidate, call, oracle, repro, runner=runner, name=name)
+    if deterministic:
+        again = _outcomes(runner(candidate, case.call(backward=backward)))
+        check_runs_agree([judged, again], name, _with_runs_agree(case, backward, repro))
+    return worst
 
 
 def check_runs_agree(runs: Sequence[Sequence[Outcome]], name: str, repro: str) -> None:
@@ -592,8 +589,7 @@ def check_runs_agree(runs: Sequence[Sequence[Outcome]], name: str, repro: str) -
     """
     __tracebackhide__ = True
     names = {"output": "out", "weight_grad": "weight.grad"}
-    first_run, second_run = runs
-    for first, second in zip(first_run, second_run, strict=True):
+    for first, second in zip(*runs, strict=True):
         for what in ("output", "weight_grad", "per_sample_weights_grad"):
             a, b = getattr(first, what), getattr(second, what)
             if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
@@ -609,25 +605,17 @@ def check_runs_agree(runs: Sequence[Sequence[Outcome]], name: str, repro: str) -
                 )
 
 
-def _check_runs_agree(
-    candidate: Callable[..., Any],
-    case: CheckableCase,
-    backward: bool,
-    runner: Runner,
-    repro: str,
-) -> None:
-    """Run ``case`` twice more on fresh calls: [`check_runs_agree`][]."""
-    __tracebackhide__ = True
-    runs = [_outcomes(runner(candidate, case.call(backward=backward))) for _ in range(2)]
+def _with_runs_agree(case: CheckableCase, backward: bool, repro: str) -> str:
+    """``repro``, asserting that two runs agree too where the case can write its arguments."""
     arguments = getattr(case, "arguments_source", None)
-    if arguments is not None:  # the repro asserts it too
-        gradient = ", grad_output=grad_output" if backward else ""
-        repro += (
-            "\n# Two runs of one call must agree bit for bit (deterministic=True).\n"
-            "from embedding_equivalence.testing import assert_runs_agree\n"
-            f"assert_runs_agree(candidate, {arguments()}{gradient})"
-        )
-    check_runs_agree(runs, describe_call(candidate, case.call(backward=False)), repro)
+    if arguments is None:
+        return repro
+    gradient = ", grad_output=grad_output" if backward else ""
+    return repro + (
+        "\n# Two runs of one call must agree bit for bit (deterministic=True).\n"
+        "from embedding_equivalence.testing import assert_runs_agree\n"
+        f"assert_runs_agree(candidate, {arguments()}{gradient})"
+    )
 
 
 def replay_fails(

@@ -85,10 +85,7 @@ def _first_difference(
 
 
 def compare_exact_or_bounded(
-    what: str,
-    actual: torch.Tensor,
-    expected: torch.Tensor,
-    bound: torch.Tensor | None,
+    what: str, actual: torch.Tensor, expected: torch.Tensor, bound: torch.Tensor | None
 ) -> tuple[str | None, float]:
     """Compare ``actual`` with the float64 ``expected`` elementwise.
 
@@ -140,22 +137,21 @@ def _rest_unchanged(a: torch.Tensor, expected: ExpectedRows, index: torch.Tensor
     """Whether every row of ``a`` off ``expected.rows`` holds what ``expected.rest`` says.
 
     Reads ``a`` once, without a ``(V, D)`` temporary: a count of nonzero words (rest zero),
-    a chunk at a time (rest a tensor), or a digest of each row ([`RowDigests`][]).
+    or a chunk at a time (rest a tensor). A rest of row digests ([`RowDigests`][]) is
+    [`compare_rows`][]'s other path (``_compare_digested``).
     """
     rest = expected.rest
     if rest is None:  # count_nonzero: one pass, no (V, D) temporaries
         words = _by_words(a)
         return _nonzero_count(a, words) == _nonzero_count(a[index], words)
-    if isinstance(rest, RowDigests):
-        changed = rest.changed(a)
-    else:
-        r = rest.detach()
-        if tuple(r.shape) != tuple(a.shape):
-            return False
-        changed = torch.zeros(a.shape[0], dtype=torch.bool)
-        for lo, hi in row_chunks(a.shape[0], a.shape[1]):
-            x, y = a[lo:hi], r[lo:hi].to(a.device)
-            changed[lo:hi] = (x.ne(y) & ~(x.isnan() & y.isnan())).any(dim=1).cpu()
+    assert not isinstance(rest, RowDigests)
+    r = rest.detach()
+    if tuple(r.shape) != tuple(a.shape):
+        return False
+    changed = torch.zeros(a.shape[0], dtype=torch.bool)
+    for lo, hi in row_chunks(a.shape[0], a.shape[1]):
+        x, y = a[lo:hi], r[lo:hi].to(a.device)
+        changed[lo:hi] = (x.ne(y) & ~(x.isnan() & y.isnan())).any(dim=1).cpu()
     changed[index.cpu()] = False
     return not bool(changed.any())
 

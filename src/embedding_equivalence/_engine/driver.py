@@ -49,10 +49,11 @@ from .compiled import CompiledRunner, compiled_context
 from .names import candidate_name, is_compiled
 from .report import VerificationReport, merge_reports
 from .repro import candidate_source
+from .torch_defects import TorchDefect, torch_defect_behind
 from .torch_defects import describe as describe_defect
-from .torch_defects import torch_defect_behind
 from .transforms import check_transforms
-from .triton_limits import interpreter_limit_note
+from .triton_limits import InterpreterLimit, interpreter_limit_behind
+from .triton_limits import describe as describe_limit
 
 
 @dataclass
@@ -112,15 +113,29 @@ def with_invalid(
     return st.integers(0, 4).flatmap(lambda k: invalid if k == 4 else valid)
 
 
-def on_cpu(
-    devices: Sequence[str], make: Callable[[], st.SearchStrategy[Any]]
-) -> st.SearchStrategy[Any] | None:
-    """The strategy of bad input, drawn on the CPU only (``None`` without a CPU).
+def drawn_part(
+    args: Arguments,
+    cases: Callable[..., st.SearchStrategy[Any]],
+    boundaries: Iterable[Boundary] = (),
+    invalid: Callable[..., st.SearchStrategy[Any]] | None = None,
+) -> Part:
+    """A part that draws ``cases`` in the run's dtypes, devices and sizes, bad input on the CPU.
 
-    An out-of-range id on CUDA is a device-side assert that leaves the CUDA context unusable
-    for the rest of the process.
+    Args:
+        args: the run's arguments.
+        cases: a case strategy, called with ``dtype``, ``device``, ``invalid`` and the size
+            knobs.
+        boundaries: the part's boundary examples.
+        invalid: the strategy of the bad input, called alike (default: ``cases``).
     """
-    return make() if "cpu" in devices else None
+    dtype = st.sampled_from(args.dtypes)
+    valid = cases(dtype=dtype, device=st.sampled_from(args.devices), invalid=False, **args.sizes)
+    # Bad input is drawn on the CPU only (none without a CPU): an out-of-range id on CUDA is a
+    # device-side assert that leaves the CUDA context unusable for the rest of the process.
+    if "cpu" not in args.devices:
+        return Part(valid, boundaries=boundaries)
+    bad = (invalid or cases)(dtype=dtype, device="cpu", invalid=True, **args.sizes)
+    return Part(valid, bad, boundaries=boundaries)
 
 
 def drive(verification: Verification) -> VerificationReport:
@@ -132,8 +147,7 @@ def drive(verification: Verification) -> VerificationReport:
     Returns:
         The merged report; the parts stop at the first failure.
     """
-    args = verification.arguments
-    share, extra = divmod(args.max_examples, len(verification.parts))
+    share, extra = divmod(verification.arguments.max_examples, len(verification.parts))
     reports: list[VerificationReport] = []
     for i, make in enumerate(verification.parts):
         budget = share + (1 if i < extra else 0)
@@ -167,8 +181,7 @@ def replayable_draws() -> Iterator[None]:
     try:
         from hypothesis.internal.conjecture import providers
     except ImportError:  # pragma: no cover - depends on the Hypothesis version
-        yield
-        return
+        providers = None
     get = getattr(providers, "_get_local_constants", None)
     constants = getattr(providers, "_local_constants", None)
     if get is None or constants is None:  # pragma: no cover - depends on the version
@@ -205,12 +218,11 @@ def _run_part(verification: Verification, part: Part, budget: int) -> Verificati
     candidate, args = verification.candidate, verification.arguments
     oracle_for, backward, snippet = verification.oracle, args.backward, part.snippet
     state = _State()
-    runner = part.runner
-    compiled = CompiledRunner(runner) if is_compiled(candidate) else None
-    if compiled is not None:
-        runner = compiled
+    compiled = CompiledRunner(part.runner) if is_compiled(candidate) else None
+    runner = part.runner if compiled is None else compiled
 
-    def check_one(case: CheckableCase) -> float:
+    def check_one(case: CheckableCase) -> None:
+        state.current = case
         worst = check_case(
             candidate, case, oracle_for, backward=backward, runner=runner, snippet=snippet,
             deterministic=args.deterministic,
@@ -219,15 +231,13 @@ def _run_part(verification: Verification, part: Part, budget: int) -> Verificati
             check_transforms(
                 candidate, case, oracle_for, args.transforms, candidate_source(candidate)
             )
-        return worst
+        if not state.failed:  # the worst error of the examples that passed, not shrinking's
+            state.worst = max(state.worst, worst)
 
     def check_boundary(case: CheckableCase) -> None:
-        state.current = case
-        state.worst = max(state.worst, check_one(case))
-
-    def count_boundary() -> None:
         state.examples += 1
         state.boundary_examples += 1
+        check_one(case)
 
     @settings(
         max_examples=budget,
@@ -243,44 +253,39 @@ def _run_part(verification: Verification, part: Part, budget: int) -> Verificati
     def run(case: CheckableCase) -> None:
         if not state.failed:
             state.examples += 1
-        state.current = case
         try:
-            worst = check_one(case)
+            check_one(case)
         except AssertionError as exc:
             state.failed = True
             state.last = (case, exc)
             if compiled is not None:
                 compiled.counting = False
             raise
-        if not state.failed:
-            state.worst = max(state.worst, worst)
 
     start = time.perf_counter()
-    flaky = False
+    passed = flaky = False
     aborted: AbortRun | None = None
     compiling = compiled_context() if compiled else contextlib.nullcontext()
     crossed: str | None = None
     with preserved_global_state(), replayable_draws(), compiling:
         try:
-            found = run_boundaries(part.boundaries if args.boundaries else (), check_boundary,
-                                   count_boundary)  # fmt: skip
+            found = run_boundaries(part.boundaries if args.boundaries else (), check_boundary)
             if found is not None:
                 state.last, crossed = (found.case, found.error), found.crossed
                 raise found.error
             hypothesis_seed(args.seed)(run)()
             passed = True
-        except AssertionError:
-            passed = False
+        except AssertionError:  # the failure is state.last
+            pass
         except Flaky:
             # A failure that did not fail again on replay: the candidate is not deterministic
             # (it reads uninitialised memory, or depends on state outside its arguments).
             # Report the failure seen, instead of letting Hypothesis's error escape.
-            passed = False
             flaky = state.last is not None
             if not flaky:
                 raise
         except AbortRun as exc:  # a rank hung or died: no shrinking, report what ran
-            passed, aborted = False, exc
+            aborted = exc
             if not (exc.use_last_failure and state.last is not None):
                 state.last = (state.current, exc)
     report = VerificationReport(
@@ -329,20 +334,24 @@ def _diagnosed(
         if isinstance(exc, EquivalenceError) and exc.repro
         else part.snippet(case, backward, candidate_source(candidate))
     )
-    defect_id: str | None = None
-    # "This is torch, not you": torch's own function fails the minimal case too.
-    if isinstance(exc, EquivalenceError) and isinstance(case, EmbeddingCase | EmbeddingBagCase):
-        defect = torch_defect_behind(case, backward)
-        if defect is None and is_compiled(candidate):
-            defect = torch_defect_behind(case, backward, compiled=True)
-        if defect is not None:
-            failure += "\n\n" + describe_defect(defect)
-            defect_id = defect.id
-    limit_id, note = interpreter_limit_note(candidate, case, exc, verification.oracle, backward)
+    defect: TorchDefect | None = None
+    limit: InterpreterLimit | None = None
+    if isinstance(exc, EquivalenceError):  # a failure of the checks: who is at fault?
+        # "This is torch, not you": torch's own function fails the minimal case too.
+        if isinstance(case, EmbeddingCase | EmbeddingBagCase):
+            defect = torch_defect_behind(case, backward)
+            if defect is None and is_compiled(candidate):
+                defect = torch_defect_behind(case, backward, compiled=True)
+        # "This is Triton's interpreter, not you".
+        limit = interpreter_limit_behind(candidate, case, verification.oracle, backward)
+    if defect is not None:
+        failure += "\n\n" + describe_defect(defect)
+    if limit is not None:
+        failure += "\n\n" + describe_limit(limit, case)
     return dataclasses.replace(
         report,
-        failure=failure + note,
+        failure=failure,
         counterexample=counterexample,
-        torch_defect=defect_id,
-        interpreter_limit=limit_id,
+        torch_defect=None if defect is None else defect.id,
+        interpreter_limit=None if limit is None else limit.id,
     )

@@ -26,9 +26,8 @@ def candidate_name(fn: Callable[..., Any]) -> str:
     """
     if is_compiled(fn):
         return f"torch.compile({candidate_name(compiled_original(fn))})"
-    module = getattr(fn, "__module__", None) or ""
-    name = short_name(fn)
-    return f"{module}.{name}" if module else name
+    module = getattr(fn, "__module__", None)
+    return f"{module}.{short_name(fn)}" if module else short_name(fn)
 
 
 def short_name(fn: Callable[..., Any]) -> str:

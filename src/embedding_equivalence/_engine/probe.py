@@ -18,7 +18,6 @@ mistake and not the kernel's bug, so that it is never reported as a finding:
 from __future__ import annotations
 
 import inspect
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -27,7 +26,7 @@ from hypothesis.errors import InvalidArgument
 
 from ..forms.options import BAG_OPTIONS, EMBEDDING_OPTIONS
 from ..forms.quantized import quantize_rowwise
-from .check import preserved_global_state
+from .check import quiet_replay
 from .names import is_compiled, short_name
 
 _EMBEDDING = "F.embedding's (input, weight, **options)"
@@ -148,8 +147,7 @@ def _check_signature(
 
 def _attempt(candidate: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """The candidate's result on the probe, or the exception it raised (warnings silenced)."""
-    with preserved_global_state(), torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with quiet_replay(), torch.no_grad():
         try:
             return candidate(*args, **kwargs)
         except Exception as exc:  # the probe's caller reads what was raised

@@ -55,12 +55,9 @@ def reference_of(call: Call) -> str:
 
 def _named(call: Call) -> list[tuple[str, torch.Tensor]]:
     """The call's tensor arguments by name (the table as ``call.weight_name``)."""
-    named = [("input", call.input), (call.weight_name, call.weight)]
-    if call.offsets is not None:
-        named.append(("offsets", call.offsets))
-    named += [(k, v) for k, v in call.extra.items() if isinstance(v, torch.Tensor)]
-    named += [(k, v) for k, v in call.kwargs.items() if isinstance(v, torch.Tensor)]
-    return named
+    named = {"input": call.input, call.weight_name: call.weight, "offsets": call.offsets}
+    named |= call.extra | call.kwargs
+    return [(k, v) for k, v in named.items() if isinstance(v, torch.Tensor)]
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
@@ -93,8 +90,7 @@ def first_difference(
     a, b = _bits(kept), _bits(now.to(kept.device))
     if torch.equal(a, b):  # one pass, no temporaries: the common case
         return None
-    differs = a != b
-    index = tuple(differs.nonzero()[0].tolist())
+    index = tuple((a != b).nonzero()[0].tolist())
     place = "[" + ", ".join(map(str, index)) + "]"
     return f"{name}{place}{how}: {_value(kept, index)} -> {_value(now.detach().cpu(), index)}"
 
@@ -124,8 +120,7 @@ class Before:
         if named is None:
             renorms = call.kwargs.get("max_norm") is not None
             named = [(n, t) for n, t in _named(call) if not (renorms and t is call.weight)]
-        kept = [(n, t, _keep(t)) for n, t in named]
-        return cls(kept, reference_of(call))
+        return cls([(n, t, _keep(t)) for n, t in named], reference_of(call))
 
     def changed(self, who: str, *, last: bool = False) -> str | None:
         """The message of the first argument that changed since, or ``None``.

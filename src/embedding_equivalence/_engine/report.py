@@ -180,9 +180,7 @@ def _merge_compiled(runs: Sequence[CompiledRun | None]) -> CompiledRun | None:
     present = [r for r in runs if r is not None]
     if not present:
         return None
-    reasons: Counter[str] = Counter()
-    for r in present:
-        reasons.update(r.fallback_reasons)
+    reasons = sum((Counter(r.fallback_reasons) for r in present), Counter[str]())
     return CompiledRun(
         examples=sum(r.examples for r in present),
         eager_fallbacks=sum(r.eager_fallbacks for r in present),
@@ -236,12 +234,10 @@ def _run_words(report: VerificationReport) -> str:
     words = []
     if report.bag is not None:
         words.append(f"modes={list(report.bag.modes)}")
-    q = report.quantized
-    if q is not None:
+    if (q := report.quantized) is not None:
         scheme = q.scheme + (" (symmetric)" if q.symmetric else "")
         words.append(f"scheme={scheme}" + (f" from {q.source}" if q.source else ""))
-    s = report.sharded
-    if s is not None:
+    if (s := report.sharded) is not None:
         words.append(f"sharding={s.sharding} over {s.world_size} ranks")
     return "".join(f", {w}" for w in words)
 
@@ -255,8 +251,7 @@ def _compiled_text(compiled: CompiledRun | None) -> str:
         f"{compiled.eager_fallbacks} fell back to eager"
     )
     if compiled.fallback_reasons:
-        reasons = compiled.fallback_reasons.items()
-        text += " (" + "; ".join(f"{n}x {r}" for r, n in reasons) + ")"
+        text += " (" + "; ".join(f"{n}x {r}" for r, n in compiled.fallback_reasons.items()) + ")"
     return text
 
 

@@ -78,26 +78,29 @@ def candidate_source(fn: Callable[..., Any]) -> str:
         if original is not None:
             return compiled_source(_import_source(original, "original"))
         original = compiled_original(fn)
-        reason = why_not_importable(original)
-        try:
-            return script_source(fn)
-        except NotWritable as exc:
-            reason = f"{reason}; {exc}" if exc.args[0] else reason
-        return compiled_source(None, _paste_comment(original, reason, "torch.compile(...)"))
+        source, reason = _script_source(fn, why_not_importable(original))
+        return source or compiled_source(
+            None, _paste_comment(original, reason, "torch.compile(...)")
+        )
     reason = why_not_importable(fn)
     if reason is None:
         # A Triton kernel verified under the interpreter: switched on before the import.
         preamble = interpreter_preamble()
         return (preamble + "\n" if preamble else "") + _import_source(fn, "candidate")
-    try:
-        return script_source(fn)
-    except NotWritable as exc:
-        reason = f"{reason}; {exc}" if exc.args[0] else reason
-    return (
+    source, reason = _script_source(fn, reason)
+    return source or (
         f"# The candidate cannot be imported by its qualified name: {reason}.\n"
         + _paste_comment(fn, None, "...")
         + "\ncandidate = ...  # the function under test"
     )
+
+
+def _script_source(fn: Any, reason: str | None) -> tuple[str, str | None]:
+    """``fn``'s script source and ``reason``, or ``""`` and ``reason`` with why it is not one."""
+    try:
+        return script_source(fn), reason
+    except NotWritable as exc:
+        return "", f"{reason}; {exc}" if exc.args[0] else reason
 
 
 def _where(fn: Any) -> str:
@@ -158,16 +161,13 @@ def format_float(x: float) -> str:
     return float_source(x) if not math.isfinite(x) else f"{x:.9g}"
 
 
-def _short(t: torch.Tensor) -> str:
-    if t.numel() <= 8:
-        return repr(t.detach().cpu()).replace("\n", " ")
-    return f"tensor(shape={tuple(t.shape)}, dtype={dtype_source(t.dtype)})"
-
-
 def _value_text(value: object) -> str:
-    if isinstance(value, torch.Tensor):
-        return _short(value)
-    return float_source(value) if isinstance(value, float) else repr(value)
+    """A value for a message: a small tensor spelled out, a large one by shape and dtype."""
+    if not isinstance(value, torch.Tensor):
+        return float_source(value) if isinstance(value, float) else repr(value)
+    if value.numel() <= 8:
+        return repr(value.detach().cpu()).replace("\n", " ")
+    return f"tensor(shape={tuple(value.shape)}, dtype={dtype_source(value.dtype)})"
 
 
 def describe_call(fn: Callable[..., Any], call: Call, weight: torch.Tensor | None = None) -> str:
@@ -182,15 +182,13 @@ def describe_call(fn: Callable[..., Any], call: Call, weight: torch.Tensor | Non
     Returns:
         The description, with small tensors spelled out and large ones by shape and dtype.
     """
-    parts = [
-        f"input={_short(call.input)}",
-        f"{call.weight_name}={_short(call.weight if weight is None else weight)}",
-    ]
+    table = call.weight if weight is None else weight
+    shown: dict[str, Any] = {"input": call.input, call.weight_name: table}
     if call.offsets is not None:
-        parts.append(f"offsets={_short(call.offsets)}")
-    parts += [f"{key}={_value_text(value)}" for key, value in call.extra.items()]
-    parts += [f"{key}={_value_text(value)}" for key, value in call.kwargs.items()]
-    return f"{short_name(fn)}({', '.join(parts)})"
+        shown["offsets"] = call.offsets
+    shown |= call.extra | call.kwargs
+    parts = ", ".join(f"{key}={_value_text(value)}" for key, value in shown.items())
+    return f"{short_name(fn)}({parts})"
 
 
 def tensor_source(name: str, t: torch.Tensor) -> str:

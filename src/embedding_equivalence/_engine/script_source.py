@@ -13,11 +13,11 @@ import __future__
 
 import ast
 import builtins
+import cmath
 import dis
 import functools
 import importlib
 import inspect
-import math
 import sys
 import textwrap
 import types
@@ -150,7 +150,7 @@ def _literal(value: Any) -> str | None:
         return repr(value)
     if kind is float:
         return float_source(value)
-    if kind is complex and math.isfinite(value.real) and math.isfinite(value.imag):
+    if kind is complex and cmath.isfinite(value):  # both parts finite
         return repr(value)
     if isinstance(value, torch.dtype):
         return dtype_source(value)
@@ -199,9 +199,7 @@ def _fingerprint(code: types.CodeType) -> tuple[Any, ...]:
 
 def _global_names(source: str) -> tuple[set[str], set[str]]:
     """The globals a definition reads: when it runs (header), and when it is called (body)."""
-    header: set[str] = set()
-    body: set[str] = set()
-    top = compile(source, "<repro>", "exec", dont_inherit=True)
+    header, body = set[str](), set[str]()
 
     def walk(code: types.CodeType, names: set[str]) -> None:
         for instruction in dis.get_instructions(code):
@@ -211,7 +209,7 @@ def _global_names(source: str) -> tuple[set[str], set[str]]:
             if isinstance(const, types.CodeType):
                 walk(const, body)
 
-    walk(top, header)
+    walk(compile(source, "<repro>", "exec", dont_inherit=True), header)
     return header, body
 
 
@@ -271,8 +269,7 @@ class _ScriptWriter:
         value = self.namespace[name]
         literal = _literal(value)
         if literal is not None:
-            of_torch = isinstance(value, (torch.dtype, torch.device))
-            if of_torch and "import torch" not in self.imports:
+            if isinstance(value, torch.dtype | torch.device) and "import torch" not in self.imports:
                 self.imports.append("import torch")
             if len(literal) > _MAX_CONSTANT:
                 self.missing[name] = f"a constant too long to write out ({len(literal)} chars)"

@@ -30,7 +30,7 @@ import contextlib
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal, TypeGuard
 
 import torch
 import torch.nn.functional as F
@@ -111,9 +111,9 @@ def _bags(case: EmbeddingBagCase) -> list[list[int]]:
     return [[i for i in values[lo:hi] if i != padding] for lo, hi in bounds]
 
 
-def _ids_after_the_last_offset(case: EmbeddingBagCase) -> bool:
+def _ids_after_the_last_offset(case: Case) -> TypeGuard[EmbeddingBagCase]:
     """``include_last_offset`` with ids after ``offsets[-1]``: ids that belong to no bag."""
-    offsets = case.offsets
+    offsets = case.offsets if isinstance(case, EmbeddingBagCase) else None
     if not case.kwargs.get("include_last_offset") or not offsets or len(case.ids.shape) != 1:
         return False
     return offsets[-1] < case.ids.shape[0]
@@ -146,19 +146,11 @@ def _scale_grad_mixed_counts(case: Case, backward: bool) -> bool:
 
 
 def _last_offset_mean(case: Case, backward: bool) -> bool:
-    return (
-        isinstance(case, EmbeddingBagCase)
-        and case.mode == "mean"
-        and _ids_after_the_last_offset(case)
-    )
+    return _ids_after_the_last_offset(case) and case.mode == "mean"
 
 
 def _last_offset_sum_max(case: Case, backward: bool) -> bool:
-    return (
-        isinstance(case, EmbeddingBagCase)
-        and case.mode in ("sum", "max")
-        and _ids_after_the_last_offset(case)
-    )
+    return _ids_after_the_last_offset(case) and case.mode in ("sum", "max")
 
 
 def _max_nan_after_the_first(case: Case, backward: bool) -> bool:
@@ -170,8 +162,6 @@ def _max_nan_after_the_first(case: Case, backward: bool) -> bool:
     if not isinstance(case, EmbeddingBagCase) or case.mode != "max":
         return False
     bags = [bag for bag in _bags(case) if len(bag) > 1]
-    if not bags:
-        return False
     table = case.weight.values()
     max_norm = case.kwargs.get("max_norm")
     norm_type = float(case.kwargs.get("norm_type", 2.0))
@@ -355,15 +345,12 @@ def torch_defect_behind(
         whose predicate matches the case, or, when none does, an entry made for this case
         whose reference is ``"not in the table"``.
     """
-    kind: Literal["embedding", "bag"]
-    fn: Callable[..., Any]
-    oracle: OracleFactory
-    if isinstance(case, EmbeddingBagCase):
-        kind, fn, oracle = "bag", F.embedding_bag, BagOracle.for_call
-    elif isinstance(case, EmbeddingCase):
-        kind, fn, oracle = "embedding", F.embedding, EmbeddingOracle.for_call
-    else:
+    bag = isinstance(case, EmbeddingBagCase)
+    if not bag and not isinstance(case, EmbeddingCase):
         return None
+    kind: Literal["embedding", "bag"] = "bag" if bag else "embedding"
+    fn = F.embedding_bag if bag else F.embedding
+    oracle: OracleFactory = BagOracle.for_call if bag else EmbeddingOracle.for_call
     if not replay_fails(torch.compile(fn) if compiled else fn, case, oracle, backward):
         return None
     for defect in () if compiled else TORCH_DEFECTS:

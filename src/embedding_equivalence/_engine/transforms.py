@@ -18,6 +18,7 @@ replays; the snippet that the report carries rebuilds it.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -49,17 +50,14 @@ def _tangent(case: Any) -> tuple[tuple[int, int], int, torch.dtype, str]:
     return (case.num_embeddings, case.embedding_dim), case.grad_seed + 1, case.dtype, case.device
 
 
-def _without_max_norm(call: Call) -> Call:
+def _without_max_norm(call: Call, table: torch.Tensor | None = None) -> Call:
+    """``call`` without ``max_norm`` (and ``norm_type``), on ``table`` if given."""
     kwargs = {k: v for k, v in call.kwargs.items() if k not in ("max_norm", "norm_type")}
-    return Call(call.input, call.weight, kwargs, call.offsets)
+    return Call(call.input, call.weight if table is None else table, kwargs, call.offsets)
 
 
 def _function_of_the_table(candidate: Callable[..., Any], call: Call) -> Callable[..., Any]:
-    def fn(table: torch.Tensor) -> torch.Tensor:
-        args = (call.input, table) if call.offsets is None else (call.input, table, call.offsets)
-        return candidate(*args, **call.kwargs)
-
-    return fn
+    return lambda table: candidate(*dataclasses.replace(call, weight=table).args, **call.kwargs)
 
 
 def _snippet(case: CheckableCase, preamble: str, transform: str) -> str:
@@ -120,9 +118,7 @@ def check_transforms(
                 f"{transform} of the candidate raised {type(exc).__name__}: {exc}", repro
             ) from exc
         for what, actual, table in results:
-            reference = oracle_factory(
-                _without_max_norm(Call(call.input, table.detach(), call.kwargs, call.offsets))
-            )
+            reference = oracle_factory(_without_max_norm(call, table.detach()))
             expected, bound = reference.output()
             if not isinstance(actual, torch.Tensor) or actual.shape != expected.shape:
                 raise EquivalenceError(

@@ -31,8 +31,7 @@ def interpreter_on() -> bool:
 
 def triton_version() -> str | None:
     """The installed triton's version, or ``None`` without triton."""
-    module = sys.modules.get("triton")
-    version = getattr(module, "__version__", None)
+    version = getattr(sys.modules.get("triton"), "__version__", None)
     if isinstance(version, str):
         return version
     try:

@@ -31,14 +31,7 @@ from typing import Any
 import torch
 
 from ..forms.dtypes import dtype_name
-from .check import (
-    CheckableCase,
-    EquivalenceError,
-    OracleFactory,
-    quiet_replay,
-    replay_fails,
-    run_in_process,
-)
+from .check import CheckableCase, OracleFactory, quiet_replay, replay_fails, run_in_process
 from .triton import INTERPRETER_ENV, interpreter_on, triton_version
 
 # --- the limits ---------------------------------------------------------------------------------
@@ -147,27 +140,6 @@ INTERPRETER_LIMITS: tuple[InterpreterLimit, ...] = (
 )
 
 
-def _interpreter_error(
-    candidate: Callable[..., Any], case: CheckableCase, backward: bool
-) -> BaseException | bool | None:
-    """What the candidate raises on ``case``, run again.
-
-    Returns:
-        The ``InterpreterError``; ``None`` when it raises nothing; ``False`` when it raises
-        another error (the kernel's own).
-    """
-    try:
-        from triton.runtime.errors import InterpreterError
-    except ImportError:  # pragma: no cover - a triton without the interpreter
-        return False
-    with quiet_replay():
-        outcome = run_in_process(candidate, case.call(backward=backward))
-    error = outcome.error
-    if error is None:
-        return None
-    return error if isinstance(error, InterpreterError) else False
-
-
 def _passes_in_float32(
     candidate: Callable[..., Any], case: CheckableCase, oracle: OracleFactory, backward: bool
 ) -> bool:
@@ -179,10 +151,7 @@ def _passes_in_float32(
 
 
 def interpreter_limit_behind(
-    candidate: Callable[..., Any],
-    case: CheckableCase,
-    oracle: OracleFactory,
-    backward: bool,
+    candidate: Callable[..., Any], case: CheckableCase, oracle: OracleFactory, backward: bool
 ) -> InterpreterLimit | None:
     """The limit of Triton's interpreter behind a failing case, decided by running it again.
 
@@ -199,11 +168,14 @@ def interpreter_limit_behind(
     """
     if "triton" not in sys.modules or not interpreter_on() or case.invalid is not None:
         return None
-    try:
-        error = _interpreter_error(candidate, case, backward)
-    except Exception:  # the replay could not run: no verdict
+    try:  # the candidate, run again: the interpreter's error, or none
+        from triton.runtime.errors import InterpreterError
+
+        with quiet_replay():
+            error = run_in_process(candidate, case.call(backward=backward)).error
+    except Exception:  # a triton without the interpreter, or the replay could not run
         return None
-    if isinstance(error, bool):  # the kernel's own error
+    if error is not None and not isinstance(error, InterpreterError):  # the kernel's own error
         return None
     for limit in INTERPRETER_LIMITS:
         if not limit.matches(error, case):
@@ -242,23 +214,3 @@ def describe(limit: InterpreterLimit, case: CheckableCase) -> str:
     else:
         text += " Verify this kernel on a GPU."
     return text
-
-
-def interpreter_limit_note(
-    candidate: Callable[..., Any],
-    case: CheckableCase,
-    error: BaseException,
-    oracle: OracleFactory,
-    backward: bool,
-) -> tuple[str | None, str]:
-    """What a report adds for a failure: the limit's id and its paragraph, or ``(None, "")``.
-
-    "This is Triton's interpreter, not you": only a failure of the checks
-    ([`EquivalenceError`][embedding_equivalence.EquivalenceError]) is looked at.
-    """
-    if not isinstance(error, EquivalenceError):
-        return None, ""
-    limit = interpreter_limit_behind(candidate, case, oracle, backward)
-    if limit is None:
-        return None, ""
-    return limit.id, "\n\n" + describe(limit, case)

@@ -9,11 +9,11 @@ boundary examples and the oracle, in one part or a part per mode. The one driver
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from .._draw import strategies as ees
@@ -24,7 +24,7 @@ from ..forms.quantized import check_scheme
 from ..oracle import BagOracle, EmbeddingOracle
 from ..oracle.quantized import QuantizedOracle
 from .arguments import DEFAULT_MAX_EXAMPLES, resolve_arguments
-from .driver import Part, Verification, drive, on_cpu
+from .driver import Part, Verification, drawn_part, drive
 from .report import BagRun, QuantizedRun, VerificationReport
 
 
@@ -120,19 +120,8 @@ def verify_embedding(
         transforms=transforms, vocab_sizes=vocab_sizes, embedding_dims=embedding_dims,
         num_ids=num_ids,
     )  # fmt: skip
-    opts, dts, devs, sizes = args.options, args.dtypes, args.devices, args.sizes
-
-    def cases(device: Any, invalid: bool = False) -> st.SearchStrategy[Any]:
-        return ees.embedding_cases(
-            options=opts, dtype=st.sampled_from(dts), device=device, invalid=invalid, **sizes
-        )
-
-    valid = cases(st.sampled_from(devs))
-    part = Part(
-        valid,
-        invalid=on_cpu(devs, lambda: cases("cpu", invalid=True)),
-        boundaries=embedding_boundaries(opts, dts, devs),
-    )
+    cases = functools.partial(ees.embedding_cases, options=args.options)
+    part = drawn_part(args, cases, embedding_boundaries(args.options, args.dtypes, args.devices))
     return drive(Verification(candidate, args, EmbeddingOracle.for_call, [lambda: part]))
 
 
@@ -239,28 +228,18 @@ def verify_embedding_bag(
         transforms=transforms, vocab_sizes=vocab_sizes, embedding_dims=embedding_dims,
         num_ids=num_ids,
     )  # fmt: skip
-    opts, dts, devs, sizes = args.options, args.dtypes, args.devices, args.sizes
+    opts, mds = args.options, tuple(modes)
     ees.embedding_bag_cases(modes=modes, options=opts)  # refuses bad modes and options early
-    mds = tuple(modes)
-
-    def cases(
-        modes: tuple[str, ...], options: tuple[str, ...], device: Any, invalid: bool = False
-    ) -> Any:
-        return ees.embedding_bag_cases(
-            modes=modes, options=options, dtype=st.sampled_from(dts), device=device,
-            invalid=invalid, **sizes,
-        )  # fmt: skip
-
-    invalid = on_cpu(devs, lambda: cases(mds, opts, "cpu", invalid=True))
+    any_mode = functools.partial(ees.embedding_bag_cases, modes=mds, options=opts)
 
     # One part per mode, each with its share of the examples: most bugs live in one mode, and
     # a single run over all modes can leave a mode with a handful of examples. The boundary
     # examples (of every mode) run once, in the first part.
     def part(i: int, mode: str) -> Callable[[], Part]:
         applies = tuple(o for o in opts if option_applies(o, mode))
-        valid = cases((mode,), applies, st.sampled_from(devs))
-        phase = bag_boundaries(opts, mds, dts, devs) if i == 0 else ()
-        return lambda: Part(valid, invalid, boundaries=phase)
+        valid = functools.partial(ees.embedding_bag_cases, modes=(mode,), options=applies)
+        phase = bag_boundaries(opts, mds, args.dtypes, args.devices) if i == 0 else ()
+        return functools.partial(drawn_part, args, valid, phase, invalid=any_mode)
 
     parts = [part(i, mode) for i, mode in enumerate(mds)]
     return drive(Verification(candidate, args, BagOracle.for_call, parts, {"bag": BagRun(mds)}))
@@ -350,19 +329,9 @@ def verify_quantized_embedding(
         vocab_sizes=vocab_sizes, embedding_dims=embedding_dims, num_ids=num_ids,
         default_dtypes=ees.QUANTIZED_SCALE_DTYPES, scheme=scheme,
     )  # fmt: skip
-    dts, devs, sizes = args.dtypes, args.devices, args.sizes
-
-    def cases(device: Any, invalid: bool = False) -> st.SearchStrategy[Any]:
-        return ees.quantized_embedding_cases(
-            scheme, symmetric=symmetric, dtype=st.sampled_from(dts), device=device,
-            invalid=invalid, **sizes,
-        )  # fmt: skip
-
-    part = Part(
-        cases(st.sampled_from(devs)),
-        invalid=on_cpu(devs, lambda: cases("cpu", True)),
-        boundaries=quantized_boundaries(scheme, symmetric, dts, devs),
-    )
+    cases = functools.partial(ees.quantized_embedding_cases, scheme, symmetric=symmetric)
+    phase = quantized_boundaries(scheme, symmetric, args.dtypes, args.devices)
+    part = drawn_part(args, cases, phase)
     record = QuantizedRun(scheme, symmetric)
     oracle = QuantizedOracle.factory(scheme)
     return drive(Verification(candidate, args, oracle, [lambda: part], {"quantized": record}))

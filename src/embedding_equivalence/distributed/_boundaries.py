@@ -126,14 +126,14 @@ def sharded_boundaries(
     small = world + 1  # uneven shards; the last one empty from 3 ranks on
     edge_ids = _shard_edges(small, world)
     padding = _trailing_row(small, world)
+    edge_kwargs = _lookup_kwargs(all_options, padding)
 
     def vocab(v: int, dtype: torch.dtype, index: torch.dtype, device: str) -> EmbeddingCase:
         kwargs = _lookup_kwargs(all_options, _trailing_row(v, world))
         return _embedding(_shard_edges(v, world), v, small, kwargs, dtype, index, device)
 
     def width(d: int, dtype: torch.dtype, index: torch.dtype, device: str) -> EmbeddingCase:
-        return _embedding(edge_ids, small, d, _lookup_kwargs(all_options, padding), dtype, index,
-                          device)  # fmt: skip
+        return _embedding(edge_ids, small, d, edge_kwargs, dtype, index, device)
 
     def axis(name: str, factor: int) -> Iterator[Boundary]:
         values = around_world_multiples(world, SHARDED_LIMITS[name], factor)
@@ -154,9 +154,8 @@ def sharded_boundaries(
         for dtype in turns.dtypes if i < 2 else (turns.at(k)[0],):
             _, index, device = turns.at(k)
             k += 1
-            kwargs = _lookup_kwargs(all_options, padding)
-            case = _embedding(runs, small, small, kwargs, dtype, index, device, shape=ids_shape,
-                              ids_layout=layout)  # fmt: skip
+            case = _embedding(runs, small, small, edge_kwargs, dtype, index, device,
+                              shape=ids_shape, ids_layout=layout)  # fmt: skip
             yield Boundary("edge", None, f"{what} ({shape}, {dtype_name(dtype)})", case)
     # Each combination of the options: the last rank's only row as a 0-d padding id, and the
     # shard edges with repeats, padding_idx=-1 (the last row).

@@ -313,20 +313,19 @@ class WorkerGroup:
         Raises:
             GroupFailure: a rank died while ``doing`` it, or ``failure`` in time (hung).
         """
-        pending = {r: c for c, r in self._connections().items()}
+        pending = self._connections()
         deadline = time.monotonic() + self.startup_timeout
         while pending:
-            for conn in wait(list(pending.values()), timeout=0.2):
+            for conn in wait(list(pending), timeout=0.2):
                 assert isinstance(conn, Connection)
-                rank = next(r for r, c in pending.items() if c is conn)
                 try:
                     receive(conn)
                 except (EOFError, OSError):
                     self._raise_if_dead(doing)
-                pending.pop(rank)
+                pending.pop(conn)
             self._raise_if_dead(doing)
             if pending and time.monotonic() > deadline:
-                self._fail(sorted(pending), "hung", failure, self.startup_timeout)
+                self._fail(sorted(pending.values()), "hung", failure, self.startup_timeout)
 
     def _raise_if_dead(self, doing: str) -> None:
         dead = [w for w in self._workers if w.process.poll() is not None]
@@ -376,15 +375,14 @@ class WorkerGroup:
         if not self._workers:
             self.start()
         self._prepare(request[0])
-        for w in self._workers:
-            assert w.conn is not None
+        conns = self._connections()
+        for conn in conns:
             try:
-                send(w.conn, request)
+                send(conn, request)
             except OSError:
                 self._raise_if_dead("receiving a call")
                 raise
         outcomes: dict[int, Outcome] = {}
-        conns = self._connections()
         deadline = time.monotonic() + self.timeout
         while len(outcomes) < self.world_size:
             if any(o.error is not None for o in outcomes.values()):
@@ -403,19 +401,18 @@ class WorkerGroup:
             if not ready and time.monotonic() >= deadline:
                 break
         missing = sorted(set(range(self.world_size)) - set(outcomes))
-        if not missing:
-            return _ordered(outcomes)
-        self._raise_if_dead("running the call")
-        if not outcomes or all(o.error is None for o in outcomes.values()):
-            self._fail(missing, "hung", "did not finish the call")
-        failed = [r for r, o in outcomes.items() if o.error is not None]
-        for r in missing:
-            error = StillWaiting(
-                f"rank {r} was still waiting (in a collective) after rank {failed[0]} "
-                f"raised; the group was restarted"
-            )
-            outcomes[r] = Outcome(rank=r, error=error, stage="forward")
-        self._shut_down()  # restarted by the next run
+        if missing:
+            self._raise_if_dead("running the call")
+            if all(o.error is None for o in outcomes.values()):  # none raised (or none answered)
+                self._fail(missing, "hung", "did not finish the call")
+            failed = [r for r, o in outcomes.items() if o.error is not None]
+            for r in missing:
+                error = StillWaiting(
+                    f"rank {r} was still waiting (in a collective) after rank {failed[0]} "
+                    f"raised; the group was restarted"
+                )
+                outcomes[r] = Outcome(rank=r, error=error, stage="forward")
+            self._shut_down()  # restarted by the next run
         return _ordered(outcomes)
 
     def _prepare(self, candidate: str) -> None:
@@ -426,9 +423,8 @@ class WorkerGroup:
         """
         if all(candidate in w.prepared for w in self._workers):
             return
-        for w in self._workers:
-            assert w.conn is not None
-            send(w.conn, (PREPARE, candidate))
+        for conn in self._connections():
+            send(conn, (PREPARE, candidate))
         self._await_every_rank("importing the candidate", "did not import the candidate")
         for w in self._workers:
             w.prepared.add(candidate)

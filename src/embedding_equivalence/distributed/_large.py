@@ -109,14 +109,10 @@ class BlockTable:
     def gather(self, rows: Sequence[int]) -> torch.Tensor:
         """The ``(len(rows), D)`` rows ``rows``, each block drawn once."""
         out = torch.empty(len(rows), self.embedding_dim, dtype=self.dtype)
-        step = self.block_rows
-        by_block: dict[int, list[int]] = {}
-        for i, row in enumerate(rows):
-            by_block.setdefault(row // step, []).append(i)
-        for block, positions in by_block.items():
-            values = self._block(block)
-            local = torch.tensor([rows[i] - block * step for i in positions], dtype=torch.int64)
-            out[torch.tensor(positions, dtype=torch.int64)] = values[local]
+        index, step = torch.tensor(rows, dtype=torch.int64), self.block_rows
+        for block in sorted({row // step for row in rows}):
+            at = index // step == block
+            out[at] = self._block(block)[index[at] - block * step]
         return out
 
     def shard(self, dim: int, world_size: int, rank: int) -> torch.Tensor:

@@ -64,10 +64,7 @@ def large_name(candidate: Callable[..., Any], case: LargeShardedCase, sharding: 
 
 
 def judge_large(
-    candidate: Callable[..., Any],
-    call: ShardedCall,
-    outcomes: Sequence[Outcome],
-    sharding: str,
+    candidate: Callable[..., Any], call: ShardedCall, outcomes: Sequence[Outcome], sharding: str
 ) -> list[Outcome]:
     """Judge the ranks' outcomes of a shard-local call; the assembled compact outcomes.
 
@@ -110,18 +107,16 @@ def judge_large(
     moved = [o.moved for o in outcomes if isinstance(o, LargeOutcome) and o.moved is not None]
     if moved:
         row, _, was, now = min(moved)
-        count = sum(m[1] for m in moved)
         raise EquivalenceError(
             f"weight (after max_norm)[{row}, :] = {_values_text(now)}, but no id references row "
-            f"{row}, which must be left as it was, {_values_text(was)} ({count} such rows "
-            f"changed) [{name}]"
+            f"{row}, which must be left as it was, {_values_text(was)} "
+            f"({sum(m[1] for m in moved)} such rows changed) [{name}]"
         )
     stray = [o.stray for o in outcomes if isinstance(o, LargeOutcome) and o.stray is not None]
     if stray:
         row, _, values = min(stray)
-        count = sum(s[1] for s in stray)
         raise EquivalenceError(
             f"weight.grad[{row}, :] = {_values_text(values)}, but no id references row {row}: "
-            f"its gradient must be exactly zero ({count} such rows) [{name}]"
+            f"its gradient must be exactly zero ({sum(s[1] for s in stray)} such rows) [{name}]"
         )
     return merged

@@ -103,6 +103,21 @@ def _piece(
     return piece, rows
 
 
+def plain(t: object) -> object:
+    """A DTensor's full tensor (a collective); a plain tensor as it is."""
+    return t.full_tensor() if isinstance(t, DTensor) else t
+
+
+def detached(t: object) -> object:
+    """A plain CPU copy of a tensor result.
+
+    ``clone`` (not ``detach`` alone) because a functional collective's result, such as
+    ``RowwiseParallel``'s output, is an ``AsyncCollectiveTensor`` that waits for its
+    collective only on a non-view op: reading its storage after ``detach`` races the reduction.
+    """
+    return t.detach().clone().cpu() if isinstance(t, torch.Tensor) else t
+
+
 def wants_backward(out: object, backward: bool, outcome: Outcome) -> TypeGuard[torch.Tensor]:
     """Whether a rank runs the backward pass of ``out``; records ``outcome.requires_grad``.
 
@@ -158,13 +173,11 @@ def run_large_on_rank(
     before = RowDigests.of(local) if "max_norm" in kwargs else None
     input = case.ids.build().to(device)
     rows = torch.tensor(call.rows, dtype=torch.int64)
-    local_rows = rows
     try:
-        out = fn(input, weight, **kwargs)
-        out = out.full_tensor() if isinstance(out, DTensor) else out
+        out = plain(fn(input, weight, **kwargs))
     except Exception as exc:  # the judge decides whether raising was right
         return failed(outcome, exc, "forward")  # type: ignore[return-value]
-    outcome.output = out.detach().clone().cpu() if isinstance(out, torch.Tensor) else out
+    outcome.output = detached(out)
     if before is not None:
         shard = weight.to_local().detach()
         outcome.table, local_rows = _piece(shard, rows, sharding_dim, lo, hi, d)
@@ -184,10 +197,8 @@ def run_large_on_rank(
     try:
         out.backward(call.grad_output.to(device))
         grad = weight.grad
-        if isinstance(grad, DTensor):
-            if tuple(grad.placements) != (Shard(sharding_dim),):
-                grad = grad.redistribute(mesh, [Shard(sharding_dim)])
-            grad = grad.to_local()
+        if isinstance(grad, DTensor):  # its local shard (redistributing only if it must)
+            grad = grad.redistribute(mesh, [Shard(sharding_dim)]).to_local()
     except Exception as exc:
         return failed(outcome, exc, "backward")  # type: ignore[return-value]
     if grad is None:

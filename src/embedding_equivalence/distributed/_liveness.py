@@ -117,11 +117,8 @@ class Liveness:
     def start(self) -> None:
         """Read every rank's place (each set it before the groups were created) and beat."""
         keys = [f"peer/{r}" for r in range(self.world_size)]
-        for r, raw in enumerate(self.store.multi_get(keys)):
-            node, host, pid = json.loads(raw)
-            self.peers.append(Peer(r, node, host, pid))
-        now = time.monotonic()
-        self._beats = {p.rank: (b"", now) for p in self.peers}
+        self.peers = [Peer(r, *json.loads(raw)) for r, raw in enumerate(self.store.multi_get(keys))]
+        self._beats = dict.fromkeys(range(self.world_size), (b"", time.monotonic()))
         self._thread = threading.Thread(target=self._run, name="ee-heartbeat", daemon=True)
         self._thread.start()
 
@@ -169,14 +166,11 @@ class Liveness:
         if self._ended_at is None:
             self._ended_at = now
         elif now - self._ended_at >= _HUNG_GRACE and self.in_call:
-            sys.stderr.write(
-                f"embedding-equivalence: rank {self.rank} ({self.me.node}) is still inside the "
-                f"candidate's call after rank 0 ended the run with a rank hung; its stack "
-                f"follows, and it exits so that torchrun can end the job\n"
+            self._exit(
+                "is still inside the candidate's call after rank 0 ended the run with a rank "
+                "hung; its stack follows, and it exits so that torchrun can end the job",
+                stack=True,
             )
-            sys.stderr.flush()
-            faulthandler.dump_traceback(all_threads=True)
-            os._exit(1)
 
     def _leave(self) -> None:
         """This rank's launcher is gone: leave the group, as the launcher would have made it.
@@ -186,29 +180,28 @@ class Liveness:
         status. They exit here (their connections close, and the other ranks report them
         lost); the main thread may be waiting in a collective that nothing else would end.
         """
-        sys.stderr.write(
-            f"embedding-equivalence: rank {self.rank} ({self.me.node}) leaves the group: its "
-            f"torchrun launcher (pid {self.launcher}) is gone\n"
-        )
+        self._exit(f"leaves the group: its torchrun launcher (pid {self.launcher}) is gone")
+
+    def _exit(self, why: str, *, stack: bool = False) -> None:
+        """Say on stderr why this rank exits (with its stack if asked), and end its process."""
+        sys.stderr.write(f"embedding-equivalence: rank {self.rank} ({self.me.node}) {why}\n")
         sys.stderr.flush()
+        if stack:
+            faulthandler.dump_traceback(all_threads=True)
         os._exit(1)
 
     def lost_now(self) -> list[int]:
         """The ranks known to be gone now."""
         now = time.monotonic()
-        lost = []
-        for peer in self.peers:
-            if peer.rank == self.rank:
-                continue
+
+        def gone(peer: Peer) -> bool:
             if peer.host == self.me.host:
-                gone = not _pid_alive(peer.pid)
-            elif self.store_lost:  # the store's host, rank 0's node, is gone
-                gone = peer.node == self.peers[0].node
-            else:
-                gone = now - self._beats[peer.rank][1] > _LOST_AFTER
-            if gone:
-                lost.append(peer.rank)
-        return lost
+                return not _pid_alive(peer.pid)
+            if self.store_lost:  # the store's host, rank 0's node, is gone
+                return peer.node == self.peers[0].node
+            return now - self._beats[peer.rank][1] > _LOST_AFTER
+
+        return [p.rank for p in self.peers if p.rank != self.rank and gone(p)]
 
     def lost(self) -> list[int]:
         """The ranks gone, waiting as long as a rank on another host takes to be found lost.

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import pickle
 import time
 import traceback
@@ -32,20 +33,16 @@ from .._engine.names import import_reference
 from .._engine.purity import Before, call_again, negated_values, shared_input
 from ..oracle.call import Call
 from ._large import ShardedCall
-from ._large_rank import run_large_on_rank, wants_backward
+from ._large_rank import detached, plain, run_large_on_rank, wants_backward
 
 #: The shardings and the dimension of the table each splits.
 SHARDINGS: dict[str, int] = {"vocab": 0, "dim": 1}
 
-_MESHES: dict[str, DeviceMesh] = {}
-_CANDIDATES: dict[str, Callable[..., Any]] = {}
 
-
+@functools.cache
 def load_candidate(reference: str) -> Callable[..., Any]:
     """Import ``"module:qualname"`` (cached per process)."""
-    if reference not in _CANDIDATES:
-        _CANDIDATES[reference] = import_reference(reference)
-    return _CANDIDATES[reference]
+    return import_reference(reference)
 
 
 def prepare_on_rank(candidate: str, *, device: str = "cpu") -> None:
@@ -60,15 +57,14 @@ def prepare_on_rank(candidate: str, *, device: str = "cpu") -> None:
         load_candidate(candidate)
 
 
+@functools.cache
 def _mesh(device: str) -> DeviceMesh:
-    if device not in _MESHES:
-        _MESHES[device] = init_device_mesh(device, (dist.get_world_size(),))
-    return _MESHES[device]
+    return init_device_mesh(device, (dist.get_world_size(),))
 
 
 def shutdown_group() -> None:
     """Forget the meshes and leave the process group, if this process is in one."""
-    _MESHES.clear()
+    _mesh.cache_clear()
     if dist.is_initialized():
         dist.destroy_process_group()
 
@@ -90,21 +86,6 @@ def _failed(outcome: Outcome, exc: BaseException, stage: str, start: float) -> O
     traceback.clear_frames(exc.__traceback__)
     outcome.error, outcome.stage = _portable(exc.with_traceback(None)), stage
     return outcome
-
-
-def _plain(t: object) -> object:
-    """A DTensor's full tensor (a collective); a plain tensor as it is."""
-    return t.full_tensor() if isinstance(t, DTensor) else t
-
-
-def _detached(t: object) -> object:
-    """A plain CPU copy of a tensor result.
-
-    ``clone`` (not ``detach`` alone) because a functional collective's result, such as
-    ``RowwiseParallel``'s output, is an ``AsyncCollectiveTensor`` that waits for its
-    collective only on a non-view op: reading its storage after ``detach`` races the reduction.
-    """
-    return t.detach().clone().cpu() if isinstance(t, torch.Tensor) else t
 
 
 def run_on_rank(
@@ -155,10 +136,10 @@ def run_on_rank(
     before = Before.of(call, named)
     try:
         returned = fn(input, weight, **kwargs)
-        out = _plain(returned)
+        out = plain(returned)
     except Exception as exc:  # the judge decides whether raising was right
         return _failed(outcome, exc, "forward", start)
-    outcome.output = _detached(out)
+    outcome.output = detached(out)
     outcome.side_effect = before.changed("the call")
     local = returned.to_local() if isinstance(returned, DTensor) else returned
     outcome.shares = shared_input(local, dataclasses.replace(call, weight=weight.to_local()))
@@ -166,7 +147,7 @@ def run_on_rank(
     # collectives of the backward pass and of the second call.
     if "max_norm" in kwargs:  # the renorm's side effect, judged on the whole table
         try:
-            outcome.table = _detached(_plain(weight.detach()))  # type: ignore[assignment]
+            outcome.table = detached(plain(weight.detach()))  # type: ignore[assignment]
         except Exception as exc:
             return _failed(outcome, exc, "forward", start)
     if wants_backward(out, backward, outcome):
@@ -175,7 +156,7 @@ def run_on_rank(
         upstream = Before.of(call, [("grad_output", grad_output)])
         try:
             out.backward(grad_output)
-            outcome.weight_grad = _detached(_plain(weight.grad))  # type: ignore[assignment]
+            outcome.weight_grad = detached(plain(weight.grad))  # type: ignore[assignment]
         except Exception as exc:
             return _failed(outcome, exc, "backward", start)
         outcome.side_effect = (
@@ -183,7 +164,7 @@ def run_on_rank(
         )
     if negated_values(call) is not None and isinstance(local, torch.Tensor):
         negate = torch.no_grad()(weight.neg_)  # this rank's shard, in place
-        again = call_again(fn, (input, weight), kwargs, negate, local, _plain)
+        again = call_again(fn, (input, weight), kwargs, negate, local, plain)
         if isinstance(again.output, torch.Tensor):
             again.output = again.output.cpu()
         again.error = None if again.error is None else _portable(again.error.with_traceback(None))

@@ -93,18 +93,6 @@ def broken_group() -> GroupFailure | None:
     return _BROKEN
 
 
-def _new_group(timeout: timedelta, startup: float, backend: str | None = None) -> dist.ProcessGroup:
-    """``dist.new_group`` over every rank; this process is in it, so it is a real group.
-
-    The group is created under ``startup`` seconds (or ``timeout`` if longer), then narrowed
-    to ``timeout``.
-    """
-    group = dist.new_group(backend=backend, timeout=max(timeout, timedelta(seconds=startup)))
-    assert isinstance(group, dist.ProcessGroup)
-    narrow_timeout(group, timeout.total_seconds())
-    return group
-
-
 class TorchrunGroup:
     """The ranks of the current process group, driven by rank 0.
 
@@ -140,14 +128,11 @@ class TorchrunGroup:
         self._sharding = ""
         self._failure: GroupFailure | None = None
         self._lock = threading.RLock()  # held by the main thread in each collective
-        self._liveness = Liveness(
-            f"embedding_equivalence/{next(_GENERATIONS)}", self.rank, self.world_size
-        )
+        prefix = f"embedding_equivalence/{next(_GENERATIONS)}"  # this group's store keys
+        self._liveness = Liveness(prefix, self.rank, self.world_size)
         self._groups: list[dist.ProcessGroup] = []
-        self._inbox = self._add(_new_group(_INBOX_TIMEOUT, startup_timeout, "gloo"))
-        self._outbox = self._add(
-            _new_group(timedelta(seconds=2 * timeout + 10), startup_timeout, "gloo")
-        )
+        self._inbox = self._new_group(_INBOX_TIMEOUT, "gloo")
+        self._outbox = self._new_group(timedelta(seconds=2 * timeout + 10), "gloo")
         self._stale = False
         self.mesh = self._new_mesh()
         # The first start counts the three groups (and the liveness keys), not the mesh alone.
@@ -155,13 +140,22 @@ class TorchrunGroup:
         self._liveness.on_lost = self._lost_between_collectives
         self._liveness.start()
 
-    def _add(self, group: dist.ProcessGroup) -> dist.ProcessGroup:
+    def _new_group(self, timeout: timedelta, backend: str | None = None) -> dist.ProcessGroup:
+        """``dist.new_group`` over every rank; this process is in it, so it is a real group.
+
+        The group is created under the start-up timeout (or ``timeout`` if longer), then
+        narrowed to ``timeout``; the verifier's groups are closed together (``_close``).
+        """
+        startup = timedelta(seconds=self.startup_timeout)
+        group = dist.new_group(backend=backend, timeout=max(timeout, startup))
+        assert isinstance(group, dist.ProcessGroup)
+        narrow_timeout(group, timeout.total_seconds())
         self._groups.append(group)
         return group
 
     def _new_mesh(self) -> DeviceMesh:
         start = time.perf_counter()
-        group = self._add(_new_group(timedelta(seconds=self.timeout), self.startup_timeout))
+        group = self._new_group(timedelta(seconds=self.timeout))
         mesh = DeviceMesh.from_group(group, self.device)
         self.starts += 1
         self.startup_seconds.append(time.perf_counter() - start)
@@ -241,7 +235,10 @@ class TorchrunGroup:
 
     # --- rank 0 ----------------------------------------------------------------------------
 
-    def _exchange(self, reference: str, call: Call, sharding: str) -> list[Any]:
+    def _exchange(self, reference: str, call: Call, sharding: str, stale: bool) -> list[Any]:
+        """One call on this rank: a fresh work group if rank 0 asks, the call, the gather."""
+        if stale:
+            self.mesh = self._new_mesh()
         self._liveness.in_call = True
         try:
             outcome = run_on_rank(reference, call, sharding, device=self.device, mesh=self.mesh)
@@ -265,9 +262,7 @@ class TorchrunGroup:
 
         def one_call() -> list[Any]:
             dist.broadcast_object_list(message, src=0, group=self._inbox)
-            if self._stale:
-                self.mesh = self._new_mesh()
-            return self._exchange(reference, call, sharding)
+            return self._exchange(reference, call, sharding, self._stale)
 
         outcomes: list[Outcome] = self._collective("running a call", one_call)
         self._calls += 1
@@ -324,21 +319,12 @@ class TorchrunGroup:
                     self._collective("confirming the report", self._confirm)
                     self._end()
                     return rest[0]
-                reference, call, sharding, stale = rest
+                reference, _, sharding, _ = rest  # the arguments of _exchange
                 self._reference, self._sharding = reference, sharding
-                self._collective(
-                    "running a call",
-                    functools.partial(self._serve, reference, call, sharding, stale),
-                )
+                self._collective("running a call", functools.partial(self._exchange, *rest))
                 self._calls += 1
         except GroupFailure as failure:
             return self._report_after(failure)
-
-    def _serve(self, reference: str, call: Call, sharding: str, stale: bool) -> None:
-        """One call on a serving rank: a fresh work group if rank 0 asks, then the call."""
-        if stale:
-            self.mesh = self._new_mesh()
-        self._exchange(reference, call, sharding)
 
     def _confirm(self) -> None:
         """Tell rank 0 that this rank holds the report."""

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -36,13 +37,7 @@ from .._engine.report import ShardedRun, VerificationReport
 from ..oracle import EmbeddingOracle
 from ..oracle.call import Call
 from ._boundaries import sharded_boundaries, sharded_boundaries_at_size
-from ._group import (
-    DEFAULT_STARTUP_TIMEOUT,
-    DEFAULT_TIMEOUT,
-    GroupFailure,
-    WorkerGroup,
-    gpus_short,
-)
+from ._group import DEFAULT_STARTUP_TIMEOUT, DEFAULT_TIMEOUT, GroupFailure, WorkerGroup, gpus_short
 from ._large import LargeShardedCase, ShardedCall, shard_local
 from ._large_judge import judge_large
 from ._rank import SHARDINGS
@@ -141,22 +136,6 @@ def _local_boundary(boundary: Boundary) -> Boundary:
         case=_shard_local(boundary.case),
         make=None if make is None else (lambda size: _shard_local(make(size))),
     )
-
-
-def _boundaries(
-    sharding: str,
-    world: int,
-    opts: tuple[str, ...],
-    dts: tuple[torch.dtype, ...],
-    device: str,
-    at_size: tuple[tuple[int, int], tuple[int, int]] | None,
-) -> Iterator[Boundary]:
-    """The sharded boundary phase, then the examples at the requested size if it is large."""
-    for boundary in sharded_boundaries(sharding, world, opts, dts, (device,)):
-        yield _local_boundary(boundary)
-    if at_size is not None and shard_local(at_size[0][1], at_size[1][1]):
-        for boundary in sharded_boundaries_at_size(sharding, world, opts, dts, *at_size):
-            yield _local_boundary(boundary)
 
 
 def verify_sharded_embedding(
@@ -282,8 +261,7 @@ def verify_sharded_embedding(
             )
         devices = [own]
     elif devices is None:
-        present = available_devices()
-        devices = [d for d in present if gpus_short(world_size, d, backend, "") is None]
+        devices = [d for d in available_devices() if gpus_short(world_size, d, backend, "") is None]
     args = resolve_arguments(
         "verify_sharded_embedding", fn, options=options, dtypes=dtypes, devices=devices,
         max_examples=max_examples, seed=seed, deterministic=deterministic,
@@ -305,10 +283,8 @@ def verify_sharded_embedding(
     world = dist.get_world_size() if existing else world_size
     vocab, dim = _requested(vocab_sizes), _requested(embedding_dims)
     at_size = (vocab, dim) if vocab is not None and dim is not None else None
-    parts = [
-        functools.partial(_part, args, reference, new_group, sharding, world, device, at_size)
-        for device in args.devices
-    ]
+    part = functools.partial(_part, args, reference, new_group, sharding, world, at_size)
+    parts = [functools.partial(part, device) for device in args.devices]
     return drive(Verification(fn, args, EmbeddingOracle.for_call, parts))
 
 
@@ -318,15 +294,19 @@ def _part(
     new_group: Callable[..., WorkerGroup | TorchrunGroup],
     sharding: str,
     world: int,
-    device: str,
     at_size: tuple[tuple[int, int], tuple[int, int]] | None,
+    device: str,
 ) -> Part:
     """One device's part of [`verify_sharded_embedding`][]: its cases, its group, its record.
 
-    The group (``new_group(device=device)``) starts its ranks on the part's first call.
+    The group (``new_group(device=device)``) starts its ranks on the part's first call. Its
+    boundary phase is the sharded one, then the examples at the requested size if it is large.
     """
     dts = args.dtypes_on(device)
     group = new_group(device=device)
+    phases = [sharded_boundaries(sharding, world, args.options, dts, (device,))]
+    if at_size is not None and shard_local(at_size[0][1], at_size[1][1]):
+        phases.append(sharded_boundaries_at_size(sharding, world, args.options, dts, *at_size))
 
     def cases(invalid: bool = False) -> st.SearchStrategy[Any]:
         return sharded_embedding_cases(
@@ -363,7 +343,7 @@ def _part(
     return Part(
         cases(),
         invalid=cases(invalid=True),
-        boundaries=_boundaries(sharding, world, args.options, dts, device, at_size),
+        boundaries=map(_local_boundary, itertools.chain.from_iterable(phases)),
         runner=run,
         snippet=sharded_snippet(sharding, world, device),
         devices=(device,),

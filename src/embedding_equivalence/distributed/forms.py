@@ -69,7 +69,6 @@ class AllReduceForwardIdentityBackward(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, partial: torch.Tensor, group: dist.ProcessGroup) -> torch.Tensor:
         """Sum ``partial`` over the ranks of ``group``."""
-        del ctx
         total = partial.clone()
         dist.all_reduce(total, op=dist.ReduceOp.SUM, group=group)
         return total
@@ -77,7 +76,6 @@ class AllReduceForwardIdentityBackward(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, *grad_outputs: torch.Tensor) -> tuple[torch.Tensor, None]:
         """Pass the upstream gradient through unchanged."""
-        del ctx
         return grad_outputs[0], None
 
 
@@ -94,8 +92,7 @@ class AllGatherForwardSplitBackward(torch.autograd.Function):
         world, rank = dist.get_world_size(group), dist.get_rank(group)
         ranges = [shard_range(size, world, r) for r in range(world)]
         width = max(stop - start for start, stop in ranges)
-        padded = local.new_zeros((*local.shape[:-1], width))
-        padded[..., : local.shape[-1]] = local
+        padded = F.pad(local, (0, width - local.shape[-1]))  # zeros on the right
         blocks = [torch.empty_like(padded) for _ in range(world)]
         dist.all_gather(blocks, padded.contiguous(), group=group)
         ctx.columns = ranges[rank]
@@ -173,10 +170,9 @@ def _vocab_parallel(
     own_padding = padding - start if padding is not None and start <= padding < stop else None
     # Every occurrence of an owned id is in local_ids: its count is the global count.
     w = grad_row_scale(local, local_ids, own_padding, scale_grad_by_freq)
-    n, d = flat.shape[0], local.shape[1]
     if matmul or stop == start:  # a rank without rows contributes zeros, still connected
         # The block one-hot, (N, rows of the shard): only the matmul form pays for it.
-        one_hot = torch.zeros((n, stop - start), dtype=local.dtype, device=local.device)
+        one_hot = torch.zeros((flat.shape[0], stop - start), dtype=local.dtype, device=local.device)
         one_hot[owned.nonzero().reshape(-1), local_ids] = 1
         partial = one_hot @ w
     else:
@@ -185,7 +181,7 @@ def _vocab_parallel(
         partial = torch.where(owned[:, None], rows, torch.zeros_like(rows))
     out = AllReduceForwardIdentityBackward.apply(partial, group)
     assert isinstance(out, torch.Tensor)
-    return out.reshape(*input.shape, d)
+    return out.reshape(*input.shape, weight.shape[1])
 
 
 def vocab_parallel_embedding(

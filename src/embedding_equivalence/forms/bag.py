@@ -157,11 +157,10 @@ def bag_count_matrix(
         tensor([[0., 0., 2.],
                 [1., 0., 0.]])
     """
-    values = (
-        torch.ones(ids.shape[0], dtype=dtype, device=ids.device) if weights is None else weights
-    )
+    if weights is None:
+        weights = torch.ones(ids.shape[0], dtype=dtype, device=ids.device)
     out = torch.zeros((num_bags, num_embeddings), dtype=dtype, device=ids.device)
-    return out.index_put((bag_index, ids), values, accumulate=True)
+    return out.index_put((bag_index, ids), weights, accumulate=True)
 
 
 def _bag_max(rows: torch.Tensor, bag_index: torch.Tensor, num_bags: int) -> torch.Tensor:
@@ -300,11 +299,10 @@ def lookup_embedding_bag(
     elif max_norm is not None:
         with torch.no_grad():  # what F.embedding_bag does, over the whole input
             torch.embedding_renorm_(weight.detach(), bags.every, max_norm, norm_type)
-    ids, weights = bags.ids, bags.weights
-    w = grad_row_scale(weight, ids.long(), None, scale_grad_by_freq)
-    starts = bags.starts.to(ids.dtype)
+    w = grad_row_scale(weight, bags.ids.long(), None, scale_grad_by_freq)
+    starts = bags.starts.to(bags.ids.dtype)
     return F.embedding_bag(
-        ids, w, starts, None, norm_type, False, mode, sparse, weights, False, padding
+        bags.ids, w, starts, None, norm_type, False, mode, sparse, bags.weights, False, padding
     )
 
 

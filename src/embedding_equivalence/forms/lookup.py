@@ -103,9 +103,7 @@ def lookup_embedding(
         return weight[:0].reshape(*input.shape, weight.shape[1])
     if input.dim() == 0:
         # torch <= 2.13: the sparse backward with padding_idx fails on 0-d ids ("too many
-        # indices for tensor of dimension 0"); a 1-element view sidesteps it.
-        out = F.embedding(
-            input.reshape(1), weight, padding, max_norm, norm_type, scale_grad_by_freq, sparse
-        )
-        return out.reshape(weight.shape[1])
+        # indices for tensor of dimension 0"); a 1-element view sidesteps it (scale_grad_by_freq
+        # is off here: the branch above handles it).
+        return F.embedding(input.reshape(1), weight, padding, max_norm, norm_type, False, sparse)[0]
     return F.embedding(input, weight, padding, max_norm, norm_type, scale_grad_by_freq, sparse)

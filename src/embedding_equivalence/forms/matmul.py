@@ -23,7 +23,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from .renorm import prepare_product_call, stop_padding_grad
+from .renorm import prepare_product_call
 
 
 def dense_one_hot(ids: torch.Tensor, num_classes: int, dtype: torch.dtype) -> torch.Tensor:
@@ -190,8 +190,7 @@ def matmul_embedding(
     options = (padding_idx, max_norm, norm_type, scale_grad_by_freq)
     call = prepare_product_call(input, weight, options, "matmul_embedding", dense_one_hot=True)
     one_hot = dense_one_hot(call.flat, weight.shape[0], weight.dtype)
-    out = stop_padding_grad(one_hot @ call.weight, call.flat, call.padding, call.counts)
-    return out.reshape(*input.shape, weight.shape[1])
+    return call.output(one_hot @ call.weight, input.shape)
 
 
 def linear_embedding(
@@ -229,9 +228,7 @@ def linear_embedding(
     options = (padding_idx, max_norm, norm_type, scale_grad_by_freq)
     call = prepare_product_call(input, weight, options, "linear_embedding", dense_one_hot=True)
     one_hot = dense_one_hot(call.flat, weight.shape[0], weight.dtype)
-    product = F.linear(one_hot, call.weight.t())
-    out = stop_padding_grad(product, call.flat, call.padding, call.counts)
-    return out.reshape(*input.shape, weight.shape[1])
+    return call.output(F.linear(one_hot, call.weight.t()), input.shape)
 
 
 def sparse_matmul_embedding(
@@ -270,6 +267,4 @@ def sparse_matmul_embedding(
     options = (padding_idx, max_norm, norm_type, scale_grad_by_freq)
     call = prepare_product_call(input, weight, options, "sparse_matmul_embedding")
     one_hot = sparse_one_hot(call.flat, weight.shape[0], weight.dtype)
-    product = SparseProduct.apply(one_hot, call.weight)
-    out = stop_padding_grad(product, call.flat, call.padding, call.counts)
-    return out.reshape(*input.shape, weight.shape[1])
+    return call.output(SparseProduct.apply(one_hot, call.weight), input.shape)

@@ -85,19 +85,16 @@ class MatmulEmbedding(nn.Module):
         self.padding_idx = normalize_padding_idx(padding_idx, num_embeddings, "MatmulEmbedding")
         self.max_norm, self.norm_type = max_norm, norm_type
         self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
-        if _weight is None:
-            self.weight = nn.Parameter(
-                torch.empty((num_embeddings, embedding_dim), device=device, dtype=dtype),
-                requires_grad=not _freeze,
+        shape = (num_embeddings, embedding_dim)
+        if _weight is not None and tuple(_weight.shape) != shape:
+            raise ValueError(
+                f"MatmulEmbedding: _weight has shape {tuple(_weight.shape)}, expected "
+                f"(num_embeddings, embedding_dim) = ({num_embeddings}, {embedding_dim})"
             )
+        initial = torch.empty(shape, device=device, dtype=dtype) if _weight is None else _weight
+        self.weight = nn.Parameter(initial, requires_grad=not _freeze)
+        if _weight is None:
             self.reset_parameters()
-        else:
-            if tuple(_weight.shape) != (num_embeddings, embedding_dim):
-                raise ValueError(
-                    f"MatmulEmbedding: _weight has shape {tuple(_weight.shape)}, expected "
-                    f"(num_embeddings, embedding_dim) = ({num_embeddings}, {embedding_dim})"
-                )
-            self.weight = nn.Parameter(_weight, requires_grad=not _freeze)
 
     def reset_parameters(self) -> None:
         """Draw the table from ``N(0, 1)`` and zero the padding row, as ``nn.Embedding`` does."""

@@ -362,8 +362,7 @@ def quantize_rowwise(
         q = (ratio if s.is_float8 else torch.round(ratio)).clamp(-top, top).to(s.storage)
     else:
         lo, hi = padded.amin(dim=1), padded.amax(dim=1)
-        steps = s.qmax - s.qmin
-        scale = _round_up(torch.where(hi > lo, (hi - lo) / steps, 1.0), dtype)
+        scale = _round_up(torch.where(hi > lo, (hi - lo) / (s.qmax - s.qmin), 1.0), dtype)
         sc = scale.to(torch.float64)
         zp64 = torch.round(s.qmin - lo / sc).clamp(s.qmin, s.qmax)
         q64 = (torch.round(w / sc[:, None]) + zp64[:, None]).clamp(s.qmin, s.qmax)

@@ -18,6 +18,7 @@ batch of tables under ``vmap`` is renormalized table by table.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import torch
@@ -186,8 +187,8 @@ def grad_row_scale(
     num_embeddings = weight.shape[0]
     counts = keep = None
     if scale_grad_by_freq:
-        counts = torch.bincount(flat_ids, minlength=num_embeddings).to(torch.float64)
-        counts = counts.clamp(min=1.0)  # rows that do not occur have a zero gradient anyway
+        # Clamped: rows that do not occur have a zero gradient anyway.
+        counts = torch.bincount(flat_ids, minlength=num_embeddings).to(torch.float64).clamp(min=1.0)
     if padding_idx is not None:
         keep = torch.ones(num_embeddings, dtype=torch.bool, device=weight.device)
         keep[padding_idx] = False
@@ -272,6 +273,16 @@ class PreparedCall(NamedTuple):
     """``padding_idx`` mapped into ``[0, V)``, or ``None``."""
     counts: torch.Tensor | None = None
     """``scale_grad_by_freq``'s [`position_counts`][], for [`stop_padding_grad`][], or ``None``."""
+
+    def output(self, rows: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
+        """The form's output ``(*shape, D)`` from its ``(N, D)`` ``rows``: [`stop_padding_grad`][].
+
+        Args:
+            rows: one row per id of ``flat``, computed from ``weight``.
+            shape: the ids' shape.
+        """
+        out = stop_padding_grad(rows, self.flat, self.padding, self.counts)
+        return out.reshape(*shape, self.weight.shape[1])
 
 
 def prepare_product_call(

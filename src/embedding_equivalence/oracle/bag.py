@@ -178,15 +178,13 @@ class BagOracle(MaxBags, Oracle):
         check_ids_in_range(input, num_embeddings, "BagOracle")
         flat = input.detach().reshape(-1).to(device="cpu", dtype=torch.int64)
         starts, end = bag_starts(input, offsets, include_last_offset)
-        starts = starts.cpu()
         self.mode, self.num_embeddings, self.dim = mode, num_embeddings, dim
         self.input_shape = tuple(input.shape)
-        self.padding = padding_idx
         self.scale_grad_by_freq = options.get("scale_grad_by_freq", False)
         self._flat = flat
         # Every id before `end` lies in a bag (offsets start at 0): the bag of each is the last
         # bag that starts at or before it (empty bags start where the next one does).
-        bag_of = torch.searchsorted(starts, torch.arange(end, dtype=torch.int64), right=True) - 1
+        bag_of = torch.searchsorted(starts.cpu(), torch.arange(end), right=True) - 1
         keep = flat[:end] != (-1 if padding_idx is None else padding_idx)  # ids lie in [0, V)
         #: ``(M,)`` positions in the flat ids of the ids that count (in a bag, not padding),
         #: in order, so grouped by bag
@@ -293,7 +291,6 @@ class BagOracle(MaxBags, Oracle):
         """``(out, bound)``, both ``(B, D)`` float64."""
         x, r = self._entries()
         k = self.lengths
-        count = k.shape[0]
         if self.mode == "max":
             return self._max_forward(x, r)
         c = self._coefficients()
@@ -302,7 +299,7 @@ class BagOracle(MaxBags, Oracle):
         w = torch.ones(x.shape[0], 1, dtype=torch.float64) if c is None else c[:, None]
         values = segment_sums(w * x, k)
         mag = segment_sums(w.abs() * (x.abs() + r), k)
-        pert = torch.zeros(count, self.dim, dtype=torch.float64)
+        pert = torch.zeros_like(values)
         if self.renorm_bounds is not None:
             pert = segment_sums(w.abs() * r, k)
         if self.mode == "mean":

@@ -45,10 +45,8 @@ class Call:
     @property
     def args(self) -> tuple[torch.Tensor | None, ...]:
         """The positional arguments."""
-        first = (self.input, self.weight) if self.offsets is None else (
-            self.input, self.weight, self.offsets
-        )  # fmt: skip
-        return first + self.extra_args
+        offsets = () if self.offsets is None else (self.offsets,)
+        return (self.input, self.weight, *offsets, *self.extra_args)
 
     @property
     def extra_args(self) -> tuple[torch.Tensor | None, ...]:

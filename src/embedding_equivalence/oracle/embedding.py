@@ -232,13 +232,9 @@ def reference_embedding_grad(
         under ``scale_grad_by_freq``), and the ``(V,)`` id counts, all on the CPU.
     """
     padding = padding_row(padding_idx, num_embeddings)
-    ids = flat_ids(input)
-    rows, grad, abs_sum, count = _grad_rows(ids, grad_output, padding, scale_grad_by_freq)
-    return (
-        _scatter(rows, grad, num_embeddings),
-        _scatter(rows, abs_sum, num_embeddings),
-        _scatter(rows, count, num_embeddings),
-    )
+    rows, *compact = _grad_rows(flat_ids(input), grad_output, padding, scale_grad_by_freq)
+    grad, abs_sum, count = (_scatter(rows, values, num_embeddings) for values in compact)
+    return grad, abs_sum, count
 
 
 def gradient_error_bound(
@@ -310,7 +306,6 @@ class EmbeddingOracle(Oracle):
         self.num_embeddings, self.dim = weight.shape
         self.dtype = weight.dtype
         self.padding = padding_row(padding_idx, self.num_embeddings)
-        self.max_norm = max_norm
         self.scale_grad_by_freq = scale_grad_by_freq
         self.rows = sorted(set(self.ids))
         self._renormed: ExpectedRows | None = None

@@ -175,9 +175,7 @@ class ExpectedRows:
         if self.rest is None:
             values = torch.zeros(hi - lo, dim, dtype=torch.float64)
         else:
-            rest = self.rest.detach()[lo:hi]
-            values = torch.zeros(rest.shape, dtype=torch.float64)
-            values.copy_(rest)
+            values = self.rest.detach()[lo:hi].to(device="cpu", dtype=torch.float64, copy=True)
             dim = values.shape[1]
         bound = torch.zeros(hi - lo, dim, dtype=torch.float64)
         rows = torch.tensor(self.rows, dtype=torch.int64)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import math
 from collections import defaultdict
+from itertools import accumulate
 
 import torch
 
@@ -82,9 +83,7 @@ def search_assignment(
 
     def leaf() -> dict[int, tuple[float, float]] | None:
         result = {v: sum_and_bound(assigned[v], 0, u, eta) for v in rows}
-        if all(within(target[v], *result[v]) for v in rows):
-            return result
-        return None
+        return result if all(within(target[v], *result[v]) for v in rows) else None
 
     for g, _, last in bags:
         assigned[last].append(g)
@@ -98,9 +97,8 @@ def search_assignment(
     for t in range(n - 1, -1, -1):
         g, cands, _ = bags[t]
         for v in rows:
-            add = v in cands
-            lo[v][t] = lo[v][t + 1] + (min(g, 0.0) if add else 0.0)
-            hi[v][t] = hi[v][t + 1] + (max(g, 0.0) if add else 0.0)
+            lo[v][t] = lo[v][t + 1] + (min(g, 0.0) if v in cands else 0.0)
+            hi[v][t] = hi[v][t + 1] + (max(g, 0.0) if v in cands else 0.0)
     reach = {
         v: exact_sum(abs(x) for x in fixed.get(v, ())) + sum(abs(g) for g, c, _ in bags if v in c)
         for v in rows
@@ -197,16 +195,20 @@ class MaxBags:
 
     # -- the maxima and their gradient -------------------------------------------------------
 
+    def _per_bag(self, values: torch.Tensor, reduce: str, empty: float) -> torch.Tensor:
+        """``(B, D)``: the positions' ``(M, D)`` ``values`` reduced over each bag, per column.
+
+        ``reduce`` is ``"amax"`` or ``"amin"``; a bag with no position gets ``empty``.
+        """
+        out = torch.full((self.lengths.shape[0], self.dim), empty, dtype=values.dtype)
+        index = self.bag_of[:, None].expand_as(values)
+        return out.scatter_reduce_(0, index, values, reduce, include_self=False)
+
     def _max_forward(self, x: torch.Tensor, r: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The column maxima of each bag (NaN if the column holds one), bound: max ``r``."""
-        count = self.lengths.shape[0]
-        index = self.bag_of[:, None].expand_as(x)
-        top, nan, slack = torch.zeros(3, count, self.dim, dtype=torch.float64)
-        top.scatter_reduce_(0, index, x, "amax", include_self=False)
-        nan.index_add_(0, self.bag_of, x.isnan().to(torch.float64))
-        top[nan > 0] = math.nan
-        slack.scatter_reduce_(0, index, r, "amax", include_self=False)
-        return top, zero_where_not_finite(slack, top)
+        top = self._per_bag(x, "amax", 0.0)
+        top[self._per_bag(x.isnan().to(torch.float64), "amax", 0.0) > 0] = math.nan
+        return top, zero_where_not_finite(self._per_bag(r, "amax", 0.0), top)
 
     def _first_maxima(self) -> torch.Tensor:
         """``(B, D)``: per bag and column, the first position that holds the maximum.
@@ -215,15 +217,11 @@ class MaxBags:
         empty bag.
         """
         x, r = self._entries()
-        top, _ = self._max_forward(x, r)
+        at = self._max_forward(x, r)[0][self.bag_of]
         m = x.shape[0]
-        at = top[self.bag_of]
         is_max = (x == at) | (x.isnan() & at.isnan())
         where = torch.arange(m, dtype=torch.int64)[:, None].expand_as(x)
-        first = torch.full((self.lengths.shape[0], self.dim), m, dtype=torch.int64)
-        candidates = torch.where(is_max, where, torch.full_like(where, m))
-        first.scatter_reduce_(0, self.bag_of[:, None].expand_as(x), candidates, "amin")
-        return first
+        return self._per_bag(torch.where(is_max, where, m), "amin", m)
 
     def max_grad_rows(
         self, grad_output: torch.Tensor
@@ -255,32 +253,23 @@ class MaxBags:
         x, r = self._entries()
         rows = self.row_ids[self.row_of].tolist()
         entries = list(zip(rows, x.tolist(), r.tolist(), strict=True))
-        bags, at = [], 0
-        for k in self.lengths.tolist():
-            bags.append(entries[at : at + k])
-            at += k
-        return bags
+        sizes = self.lengths.tolist()
+        return [entries[end - k : end] for k, end in zip(sizes, accumulate(sizes), strict=True)]
 
     def _tied_columns(self) -> list[int]:
         """The columns in which some bag has more than one row that may hold its maximum."""
         x, r = self._entries()
-        top, _ = self._max_forward(x, r)
-        at = top[self.bag_of]
-        count = self.lengths.shape[0]
-        index = self.bag_of[:, None].expand_as(x)
-        floor = torch.zeros(count, self.dim, dtype=torch.float64)
-        floor.scatter_reduce_(0, index, x - r, "amax", include_self=False)
+        at = self._max_forward(x, r)[0][self.bag_of]
+        floor = self._per_bag(x - r, "amax", 0.0)[self.bag_of]
         nan = at.isnan()
         exact = torch.where(nan, x.isnan(), x == at)
-        near = ~nan & (x != at) & (x + r >= floor[self.bag_of])
+        near = ~nan & (x != at) & (x + r >= floor)
         chosen = exact | near
         # Distinct rows among each bag's candidates: the smallest and the largest differ.
         big = self.row_ids.shape[0]
         row = self.row_of[:, None].expand_as(x)
-        low = torch.full((count, self.dim), big, dtype=torch.int64)
-        low.scatter_reduce_(0, index, torch.where(chosen, row, torch.full_like(row, big)), "amin")
-        high = torch.full((count, self.dim), -1, dtype=torch.int64)
-        high.scatter_reduce_(0, index, torch.where(chosen, row, torch.full_like(row, -1)), "amax")
+        low = self._per_bag(torch.where(chosen, row, big), "amin", big)
+        high = self._per_bag(torch.where(chosen, row, -1), "amax", -1)
         tied = ((high > low) & (high >= 0)).any(0)
         # A NaN in x - r or x + r (an infinite row renormed) compares as nothing: search there.
         unclear = (x - r).isnan().any(0) | (x + r).isnan().any(0)
@@ -344,8 +333,6 @@ class MaxBags:
                 ):
                     continue
                 found = search_assignment(comp_rows, comp_bags, fixed, target, self.u, self.eta)
-                if found is None:
-                    continue
-                for v, (value, slack) in found.items():
+                for v, (value, slack) in (found or {}).items():
                     grad[position[v], d], bound[position[v], d] = value, slack
         return rows, grad, bound

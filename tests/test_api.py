@@ -10,14 +10,13 @@ from types import ModuleType
 import pytest
 
 import embedding_equivalence
-from embedding_equivalence import distributed, keras_interop, strategies, testing
+from embedding_equivalence import distributed, strategies, testing
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "api"
 MODULES = {
     "embedding_equivalence": (embedding_equivalence, DOCS / "embedding_equivalence.md"),
     "strategies": (strategies, DOCS / "strategies.md"),
     "testing": (testing, DOCS / "testing.md"),
-    "keras_interop": (keras_interop, DOCS / "keras_interop.md"),
     "distributed": (distributed, DOCS / "distributed.md"),
 }
 

@@ -114,11 +114,11 @@ def test_a_compiled_module_is_counted_and_named_after_its_module(boundaries: boo
             return F.embedding(input, weight)
 
     compiled = torch.compile(Lookup(), backend="aot_eager")
-    report = ee.verify_embedding(compiled, max_examples=20, seed=SEED, boundaries=boundaries)
+    report = ee.verify_embedding(compiled, max_examples=8, seed=SEED, boundaries=boundaries)
     assert report.passed, str(report)
     assert report.compiled is not None
     compiled_or_not = report.compiled.examples + report.compiled.eager_fallbacks
-    assert compiled_or_not == report.examples == 20 + report.boundary_examples
+    assert compiled_or_not == report.examples == 8 + report.boundary_examples
     assert report.counterexample is None
 
 

@@ -165,7 +165,7 @@ def test_torch_double_backward_on_empty_ids() -> None:
 
 
 def test_verify_embedding_finds_the_torch_sparse_bug() -> None:
-    """The verifier finds the 0-d sparse padding bug in F.embedding; the package form passes."""
+    """The verifier finds the 0-d sparse padding bug in F.embedding."""
     options = ("padding_idx", "sparse")
     report = ee.verify_embedding(F.embedding, options=options, dtypes=[torch.float32], seed=0)
     assert not report.passed
@@ -173,7 +173,12 @@ def test_verify_embedding_finds_the_torch_sparse_bug() -> None:
     assert "too many indices" in report.failure
     assert report.counterexample is not None
     assert ".reshape(())" in report.counterexample  # the shrunk input is 0-d
+
+
+@pytest.mark.slow  # a whole run that passes: every boundary example with both options
+def test_the_package_form_passes_where_torch_has_the_sparse_bug() -> None:
     ours = ee.verify_embedding(
-        ee.lookup_embedding, options=options, dtypes=[torch.float32], max_examples=40, seed=0
-    )
+        ee.lookup_embedding, options=("padding_idx", "sparse"), dtypes=[torch.float32],
+        max_examples=40, seed=0,
+    )  # fmt: skip
     assert ours.passed, str(ours)

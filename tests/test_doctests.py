@@ -2,38 +2,44 @@
 
 A user copies a docstring's example first: it must not contradict itself. The examples that
 run a verification (a boundary phase and random examples) or start processes are in the slow
-tier; the rest run in the fast one.
+tier; the rest run in the fast one. The docs' modules whose reference a page renders
+(``docs/_scripts/keras_interop.py``, on the TensorFlow / Keras page) are held to the same.
 """
 
 from __future__ import annotations
 
 import doctest
 import importlib
-import importlib.util
 import pkgutil
+import sys
+from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 import embedding_equivalence
 
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "docs" / "_scripts"))  # the docs' modules
+
 #: Modules whose examples verify a kernel or start process groups: seconds to minutes each.
-SLOW = {"embedding_equivalence._engine.verify", "embedding_equivalence.distributed._verify"}
-#: Modules that need an optional extra.
-EXTRAS = {"embedding_equivalence.keras_interop": "keras"}
+SLOW = {
+    "embedding_equivalence._engine.bench",
+    "embedding_equivalence._engine.verify",
+    "embedding_equivalence.distributed._verify",
+}
+#: The docs' modules (in docs/_scripts) rendered by mkdocstrings on a page.
+DOCS_MODULES = ["keras_interop"]
 
 
 def _modules() -> list[str]:
     prefix = embedding_equivalence.__name__ + "."
     names = [embedding_equivalence.__name__]
     names += [m.name for m in pkgutil.walk_packages(embedding_equivalence.__path__, prefix)]
-    return sorted(n for n in names if not n.endswith("__main__"))
+    return sorted(n for n in names if not n.endswith("__main__")) + DOCS_MODULES
 
 
 def _with_examples(name: str) -> bool:
-    extra = EXTRAS.get(name)
-    if extra is not None and importlib.util.find_spec(extra) is None:
-        return False
     module = importlib.import_module(name)
     return any(t.examples for t in doctest.DocTestFinder().find(module, name))
 
@@ -43,6 +49,10 @@ MODULES = [
     for n in _modules()
     if _with_examples(n)
 ]
+
+
+def test_the_docs_modules_have_examples() -> None:
+    assert all(name in MODULES for name in DOCS_MODULES)
 
 
 @pytest.mark.parametrize("name", MODULES)

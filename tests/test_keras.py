@@ -4,7 +4,9 @@ Keras runs on its torch backend (``KERAS_BACKEND=torch``, set below unless the e
 chooses another), so no TensorFlow is needed. The properties draw their cases from
 ``embedding_equivalence.strategies`` and compare forwards bit for bit and gradients with the
 exact float64 gradient under the package's derived bound. Where Keras and torch differ, a test
-pins the difference, most of them with the minimal example that Hypothesis shrinks to.
+pins the difference, most of them with the minimal example that Hypothesis shrinks to. The
+docs' converters between the two, ``keras_interop`` (``docs/_scripts/keras_interop.py``, run by
+the TensorFlow / Keras page), are checked here too.
 
 The module runs unchanged on another Keras backend. Keras reads ``KERAS_BACKEND`` once per
 process, so ``test_the_properties_on_another_backend`` reruns the module in a subprocess with
@@ -20,6 +22,7 @@ import importlib.metadata
 import importlib.util
 import os
 import random
+import re
 import subprocess
 import sys
 import textwrap
@@ -37,13 +40,16 @@ from hypothesis import strategies as st
 from torch import nn
 
 import embedding_equivalence as ee
-from embedding_equivalence import keras_interop as ki
 from embedding_equivalence import strategies as ees
 from embedding_equivalence.testing import (
     compare_exact_or_bounded,
     gradient_error_bound,
     reference_embedding_grad,
 )
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "docs" / "_scripts"))  # the docs' module keras_interop
+import keras_interop as ki  # noqa: E402 (imports no Keras)
 
 # Before Keras is imported: its backend is chosen once, at import. torch needs no TensorFlow.
 os.environ.setdefault("KERAS_BACKEND", "torch")
@@ -71,9 +77,7 @@ if (
     importlib.util.find_spec("keras") is None
     or int(importlib.metadata.version("keras").split(".")[0]) < 3
 ):
-    pytest.skip(
-        "needs Keras 3: pip install 'embedding-equivalence[keras]'", allow_module_level=True
-    )
+    pytest.skip("needs Keras 3: pip install -e '.[docs]'", allow_module_level=True)
 
 
 class _Keras:
@@ -93,7 +97,6 @@ pytestmark = pytest.mark.keras
 
 #: The backend Keras runs on: the one ``KERAS_BACKEND`` names (set above), read at its import.
 BACKEND: str = os.environ["KERAS_BACKEND"]
-ROOT = Path(__file__).resolve().parents[1]
 TORCH_BACKEND_ONLY = pytest.mark.skipif(
     BACKEND != "torch", reason=f"pins the torch backend's behaviour; this run uses {BACKEND}"
 )
@@ -992,17 +995,35 @@ def test_bad_arguments() -> None:
 
 def test_without_keras_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "keras", None)  # makes `import keras` fail
-    with pytest.raises(ImportError, match=r"pip install 'embedding-equivalence\[keras\]'"):
+    with pytest.raises(ImportError, match=r"pip install -e '\.\[docs\]'"):
         ki.embedding_to_keras(torch.zeros(2, 2))
     assert torch.equal(ki.table_to_dense_kernel(torch.eye(2)), torch.eye(2))  # needs no Keras
 
 
-def test_importing_the_package_does_not_import_keras() -> None:
+def test_importing_the_package_and_the_converters_does_not_import_keras() -> None:
     code = (
-        "import sys, embedding_equivalence, embedding_equivalence.keras_interop\n"
+        "import sys\n"
+        "sys.path.insert(0, 'docs/_scripts')\n"
+        "import embedding_equivalence, keras_interop\n"
         "assert 'keras' not in sys.modules, 'keras imported eagerly'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=120)
+
+
+def test_the_keras_page_renders_the_reference_of_every_converter() -> None:
+    # The TensorFlow / Keras page renders the module's reference with one `::: keras_interop`
+    # block whose members list names every public function, and only those.
+    assert list(ki.__all__) == sorted(ki.__all__)
+    public = {
+        n
+        for n, v in vars(ki).items()
+        if not n.startswith("_") and callable(v) and getattr(v, "__module__", "") == ki.__name__
+    }
+    assert public == set(ki.__all__)
+    page = (ROOT / "docs" / "tensorflow-keras.md").read_text(encoding="utf-8")
+    _, block = page.split("\n::: keras_interop\n")
+    members = re.findall(r"^ +- (\w+)$", block.split("\n\n")[0], flags=re.MULTILINE)
+    assert sorted(members) == sorted(ki.__all__)
 
 
 # --------------------------------------------------------------------------------------------

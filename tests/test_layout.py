@@ -131,9 +131,8 @@ def test_no_source_file_over_800_lines(module: str) -> None:
 #: nothing of the console.
 LAYERS = ("forms", "oracle", "_draw", "_engine", "distributed", "_cli")
 #: The layer above all of them: the public modules (``strategies``, ``testing``,
-#: ``pytest_plugin``, ``keras_interop``), the package's ``__init__`` and ``__main__``, and
-#: any other module at the top of the package. They may import every layer; no layer imports
-#: them.
+#: ``pytest_plugin``), the package's ``__init__`` and ``__main__``, and any other module at the
+#: top of the package. They may import every layer; no layer imports them.
 TOP = "public"
 
 

@@ -16,6 +16,7 @@ Examples:
 """
 
 from ._draw.sizes import large_table_sizes
+from ._engine.bench import BenchReport, BenchTiming, bench_embedding
 from ._engine.check import EquivalenceError
 from ._engine.report import BagRun, CompiledRun, QuantizedRun, ShardedRun, VerificationReport
 from ._engine.verify import verify_embedding, verify_embedding_bag, verify_quantized_embedding
@@ -34,6 +35,8 @@ from .forms.quantized import (
 
 __all__ = [
     "BagRun",
+    "BenchReport",
+    "BenchTiming",
     "CompiledRun",
     "EquivalenceError",
     "MatmulEmbedding",
@@ -43,6 +46,7 @@ __all__ = [
     "SCHEMES",
     "ShardedRun",
     "VerificationReport",
+    "bench_embedding",
     "dequantize_rowwise",
     "embedding_to_linear",
     "large_table_sizes",

@@ -1,4 +1,4 @@
-"""The console script ``embedding-equivalence``: ``verify`` and ``demo``.
+"""The console script ``embedding-equivalence``: ``verify``, ``demo`` and ``bench``.
 
 Exit codes: 0 when everything passed, 1 when a verification failed (the runnable repro is
 printed), 2 on a usage error (one line on stderr, no traceback).
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import functools
 import os
 import sys
@@ -33,6 +34,8 @@ from hypothesis.errors import InvalidArgument
 from .._draw.strategies import QUANTIZED_SCALE_DTYPES
 from .._draw.tensors import available_devices, device_problem, dtypes_on, float_dtypes
 from .._engine.arguments import draw_seed
+from .._engine.bench import DEFAULT_BENCH_SIZES, bench_embedding
+from .._engine.check import EquivalenceError
 from .._engine.names import import_reference
 from .._engine.probe import check_candidate
 from .._engine.report import VerificationReport
@@ -52,10 +55,14 @@ from .console import (
     emit_results,
     parse_cell,
     result_row,
+    write_json,
     write_title,
 )
 from .parser import budget_flags, build_parser, flag_value, replay_flags, size_knobs
 from .usage import UsageError, csv_list
+
+#: The version of ``bench --json``'s fields.
+BENCH_SCHEMA = "embedding-equivalence-bench/1"
 
 #: Random examples of a row that runs the boundary phase for several dtypes (the verifiers
 #: take no budget of 0).
@@ -319,6 +326,44 @@ def _candidate(args: argparse.Namespace, devices: list[str]) -> Callable[..., An
     return fn
 
 
+def _bench(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """``bench``: verify ``--candidate``, then time it beside ``F.embedding`` (1: it failed)."""
+    if args.triton_interpret:
+        with _refused("--triton-interpret: ", RuntimeError):
+            switch_interpreter_on()
+    with _refused():
+        (dtype,) = float_dtypes([args.dtype], "--dtype")
+    if (problem := device_problem(args.device)) is not None:
+        raise UsageError(f"--device: {args.device!r} {problem}")
+    if args.json not in (None, "-"):
+        _check_writable(args.json)
+    fn = _candidate(args, [args.device])
+    err.write(f"bench: verifying {args.candidate} on {args.dtype}, {args.device}, then timing\n")
+    given = (args.vocab_sizes, args.embedding_dims, args.num_ids)
+    sizes = dict(zip(DEFAULT_BENCH_SIZES, given, strict=True))
+    try:
+        report = bench_embedding(
+            fn, **sizes, dtype=dtype, device=args.device, backward=not args.forward_only,
+            seed=args.seed, min_run_time=args.min_run_time,
+        )  # fmt: skip
+    except EquivalenceError as exc:
+        out.write(f"FAIL {args.candidate}: {exc.message}\n\nRepro:\n{exc.repro}\n")
+        out.write("Not timed: a kernel that fails verification has no speed.\n")
+        return 1
+    if args.json != "-":
+        out.write(f"{report}\n")
+    if args.json is not None:
+        v = report.verification
+        payload = {
+            "schema": BENCH_SCHEMA,
+            "candidate": report.candidate, "dtype": report.dtype, "device": report.device,
+            "verification": {"passed": v.passed, "examples": v.examples, "seed": v.seed},
+            "timings": [dataclasses.asdict(t) for t in report.timings],
+        }  # fmt: skip
+        write_json(payload, args.json, out)
+    return 0
+
+
 def _demo(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     torch.set_printoptions(precision=4, sci_mode=False)
 
@@ -362,7 +407,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     try:
         args = build_parser().parse_args(argv)  # None: sys.argv[1:]
-        command = _verify if args.command == "verify" else _demo  # the two subcommands
+        command = {"verify": _verify, "demo": _demo, "bench": _bench}[args.command]
         return command(args, sys.stdout, sys.stderr)
     except UsageError as exc:
         sys.stderr.write(f"embedding-equivalence: error: {exc}\n")

@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 import torch
 
 from .. import __version__
+from .._engine.bench import DEFAULT_BENCH_SIZES
 from .usage import UsageError, csv_list, int_at_least
 
 #: Examples per row of the default ``verify`` table (implementation x options x device x dtype).
@@ -44,7 +45,7 @@ def _size(value: str) -> int | tuple[int, int]:
 
 
 def build_parser() -> _Parser:
-    """The parser of ``embedding-equivalence`` and its subcommands ``verify`` and ``demo``."""
+    """The parser of ``embedding-equivalence``: its subcommands ``verify``, ``demo``, ``bench``."""
     parser = _Parser(
         prog="embedding-equivalence",
         description="An embedding lookup and a one-hot matmul are the same function: "
@@ -147,7 +148,52 @@ def build_parser() -> _Parser:
         "PATH (- is stdout) beside the table",
     )
     sub.add_parser("demo", help="the worked example: seed 123, a 4x5 table, ids [2, 3, 1]")
+    _bench_parser(sub)
     return parser
+
+
+def _sizes(value: str) -> list[int]:
+    """Comma-separated positive ints: ``1000,50257``."""
+    return [int_at_least(1)(v) for v in csv_list(value)]
+
+
+def _bench_parser(sub: Any) -> None:
+    b = sub.add_parser(
+        "bench",
+        help="time a kernel that passes verification against F.embedding, at your sizes",
+        description="Verify --candidate (as verify --candidate does, on one dtype and device), "
+        "then time it beside F.embedding with torch.utils.benchmark, forward and forward+"
+        "backward, at every combination of the sizes given. A kernel that fails verification "
+        "is not timed (exit status 1): a fast wrong kernel has no speed.",
+    )
+    b.add_argument(
+        "--candidate", metavar="MODULE:FUNCTION", required=True,
+        help="the kernel, with F.embedding's signature (the module may be a file)",
+    )  # fmt: skip
+    b.add_argument(
+        "--triton-interpret", action="store_true",
+        help="run --candidate's Triton kernels under Triton's interpreter (CPU speed)",
+    )  # fmt: skip
+    defaults = DEFAULT_BENCH_SIZES.values()
+    for flag, what, default in zip(SIZE_FLAGS, ("V", "D", "N, ids a call"), defaults, strict=True):
+        b.add_argument(
+            flag, type=_sizes, metavar="N[,N...]",
+            help=f"{what} to time, comma-separated (default {default[0]:,})",
+        )  # fmt: skip
+    b.add_argument("--dtype", default="float32", help="the table's dtype (default float32)")
+    b.add_argument("--device", default="cpu", help="where to run (default cpu)")
+    b.add_argument("--forward-only", action="store_true", help="time the forward pass alone")
+    b.add_argument(
+        "--min-run-time", type=float, default=0.2, metavar="SECONDS",
+        help="seconds each of a size's four measurements runs at least (default 0.2)",
+    )  # fmt: skip
+    b.add_argument("--seed", type=int_at_least(0), default=0, help="verification seed (default 0)")
+    b.add_argument(
+        "--json", nargs="?", const="-", metavar="PATH",
+        help="the timings as JSON: alone on stdout, or written to PATH beside the table",
+    )  # fmt: skip
+    # What --candidate's check reads, for a kernel of F.embedding's kind.
+    b.set_defaults(sharding=None, scheme=None, bag=False, options=None)
 
 
 def _dest(flag: str) -> str:

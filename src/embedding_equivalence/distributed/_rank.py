@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import importlib
 import pickle
 import time
 import traceback
@@ -53,6 +54,9 @@ def prepare_on_rank(candidate: str, *, device: str = "cpu") -> None:
     why in its outcome.
     """
     _mesh(device)
+    # DTensor's methods import torch._dynamo at their first call (``torch._disable_dynamo``):
+    # seconds on a loaded machine, which belong to start-up, not to the first call's timeout.
+    importlib.import_module("torch._dynamo")
     with contextlib.suppress(Exception):
         load_candidate(candidate)
 

@@ -20,10 +20,15 @@ from, and a training step of one would move the other. The helpers build each Ke
 with a zeros initializer (no random draw, from Keras' or torch's generators) and then assign
 a copy.
 
+This is the docs' adapter between the two frameworks: the TensorFlow / Keras page runs it, and
+``tests/test_keras.py`` checks it on each Keras backend; it is not part of the installed
+package. The pages and the tests import it after ``sys.path.insert(0, "docs/_scripts")``, from
+the repository's root, as ``import keras_interop``.
+
 Keras is imported when a conversion is called, never when this module is imported; without
-it the functions raise `ImportError` naming the extra to install
-(``pip install 'embedding-equivalence[keras]'``). The functions that only change a layout
-(``table_to_dense_kernel`` and friends) need torch alone.
+it the functions raise `ImportError` naming the extra to install (``pip install -e '.[docs]'``
+in the repository's root: the docs' dependencies, Keras 3 among them). The functions that only
+change a layout (``table_to_dense_kernel`` and friends) need torch alone.
 
 **Where Keras and torch differ** (each found and pinned by ``tests/test_keras.py``, which
 runs on Keras' torch backend and again on TensorFlow and on JAX):
@@ -70,8 +75,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from .forms.dtypes import dtype_name as _dtype_name
-from .forms.modules import MatmulEmbedding as _MatmulEmbedding
+from embedding_equivalence.forms.dtypes import dtype_name as _dtype_name
+from embedding_equivalence.forms.modules import MatmulEmbedding as _MatmulEmbedding
 
 if typing.TYPE_CHECKING:  # pragma: no cover - annotations only; Keras is imported lazily
     import keras
@@ -89,7 +94,7 @@ __all__ = [
     "table_to_dense_kernel",
 ]
 
-_INSTALL = "pip install 'embedding-equivalence[keras]'"
+_INSTALL = "pip install -e '.[docs]'"
 
 # --------------------------------------------------------------------------------------------
 # Keras, imported on first use
@@ -261,7 +266,7 @@ def table_to_dense_kernel(weight: Any) -> torch.Tensor:
 
     Examples:
         >>> import torch
-        >>> from embedding_equivalence.keras_interop import table_to_dense_kernel
+        >>> from keras_interop import table_to_dense_kernel
         >>> table_to_dense_kernel(torch.arange(6.0).reshape(3, 2))
         tensor([[0., 1.],
                 [2., 3.],
@@ -303,7 +308,7 @@ def linear_weight_to_dense_kernel(linear_weight: Any) -> torch.Tensor:
 
     Examples:
         >>> import torch
-        >>> from embedding_equivalence.keras_interop import linear_weight_to_dense_kernel
+        >>> from keras_interop import linear_weight_to_dense_kernel
         >>> linear_weight_to_dense_kernel(torch.tensor([[1.0, 2.0, 3.0]])).shape
         torch.Size([3, 1])
     """
@@ -400,10 +405,12 @@ def embedding_to_keras(
     Examples:
         ```python
         import os
+        import sys
 
         os.environ.setdefault("KERAS_BACKEND", "torch")
+        sys.path.insert(0, "docs/_scripts")  # from the repository's root
         import torch
-        from embedding_equivalence.keras_interop import embedding_to_keras
+        from keras_interop import embedding_to_keras
 
         table = torch.randn(10, 4, generator=torch.Generator().manual_seed(0))
         layer = embedding_to_keras(table)

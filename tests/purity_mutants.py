@@ -23,7 +23,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from mutants import _refuse_bad_input
+from mutants import _positive_padding, _refuse_bad_input
 
 __all__ = ["PURITY_MUTANTS", "PurityMutant"]
 
@@ -200,23 +200,30 @@ class _OrderDependentSum(torch.autograd.Function):
     one call to the next, as atomics scheduled by the hardware vary."""
 
     @staticmethod
-    def forward(ctx: Any, weight: torch.Tensor, flat: torch.Tensor) -> torch.Tensor:
+    def forward(
+        ctx: Any, weight: torch.Tensor, flat: torch.Tensor, padding: int | None, scale: bool
+    ) -> torch.Tensor:
         ctx.save_for_backward(flat)
-        ctx.rows = weight.shape[0]
+        ctx.rows, ctx.padding, ctx.scale = weight.shape[0], padding, scale
         return weight[flat]
 
     @staticmethod
-    def backward(ctx: Any, *grads: torch.Tensor) -> tuple[torch.Tensor, None]:
+    def backward(ctx: Any, *grads: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:
         (flat,) = ctx.saved_tensors
         _ORDER[0] += 1
         order = torch.arange(flat.numel(), device=flat.device)
         if _ORDER[0] % 2:  # every other run sums from the last occurrence to the first
             order = order.flip(0)
-        grad = torch.zeros(ctx.rows, grads[0].shape[-1], dtype=grads[0].dtype,
-                           device=grads[0].device)  # fmt: skip
+        upstream = grads[0]
+        if ctx.scale:  # each occurrence divided by its id's count, before the sum (as torch)
+            counts = torch.bincount(flat, minlength=ctx.rows)[flat]
+            upstream = upstream / counts[:, None].to(upstream.dtype)
+        grad = torch.zeros(ctx.rows, upstream.shape[-1], dtype=upstream.dtype,
+                           device=upstream.device)  # fmt: skip
         for i in order.tolist():
-            grad[flat[i]] += grads[0][i]
-        return grad, None
+            if flat[i] != ctx.padding:  # the padding row gets no gradient
+                grad[flat[i]] += upstream[i]
+        return grad, None, None, None
 
 
 def order_dependent_gradient_sum(
@@ -226,8 +233,11 @@ def order_dependent_gradient_sum(
     """Sums each id's upstream gradients in an order that differs between runs (atomics): within
     the bound, so right as a value, but two runs of one call disagree in the last bits."""
     _refuse_bad_input(input, weight, padding_idx)
+    if max_norm is not None or sparse:
+        raise NotImplementedError("order_dependent_gradient_sum: no max_norm, no sparse")
+    padding = _positive_padding(padding_idx, weight.shape[0])
     flat = input.reshape(-1)
-    rows = _OrderDependentSum.apply(weight, flat)
+    rows = _OrderDependentSum.apply(weight, flat, padding, scale_grad_by_freq)
     return rows.reshape(*input.shape, weight.shape[1])
 
 

@@ -320,6 +320,17 @@ def sharded_static_output(input: torch.Tensor, weight: Any, **options: Any) -> t
     return buffer.copy_(rows).view(*input.shape, rows.shape[1])
 
 
+def sharded_large_shard_zeroed(input: torch.Tensor, weight: Any, **options: Any) -> torch.Tensor:
+    """As ``sharded_shard_zeroed``, but only a shard past 1 MiB: one compared once, at the end."""
+    _refuse_bad_input(input, weight, None)
+    rows = weight.full_tensor()[input.reshape(-1)].reshape(*input.shape, weight.shape[1])
+    local = weight.to_local()
+    if local.numel() * local.element_size() > 1 << 20:
+        with torch.no_grad():
+            local.zero_()
+    return rows
+
+
 def sharded_shard_zeroed(input: torch.Tensor, weight: Any, **options: Any) -> torch.Tensor:
     """Gathers the rows, then clears this rank's shard of the table (scratch space reused)."""
     rows = weight.full_tensor()[input.reshape(-1)].reshape(*input.shape, weight.shape[1])

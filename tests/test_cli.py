@@ -90,7 +90,7 @@ def test_good_candidate_exits_0(kernels: str, capsys: pytest.CaptureFixture[str]
     out = capsys.readouterr().out
     assert code == 0
     line = result_line(out, "pass", f"{kernels}:good", "padding_idx", "cpu", "float32")
-    assert line.split()[5] == "8"  # examples
+    assert line.split()[5:7] == ["random", "8"]  # phases (--no-boundaries), examples
     assert "1 passed, 0 failed" in out
 
 
@@ -554,6 +554,12 @@ def test_the_boundary_phase_runs_once_for_the_dtypes_unless_turned_off(
     ]
     assert main(argv) == 1
     out = capsys.readouterr().out
+    # Each row of the table says which phases covered it.
+    name = f"{kernels}:drops_past_1024"
+    both = result_line(out, "FAIL", name, "-", "cpu", "float32,float64")
+    assert both.split()[5] == "boundary+random"
+    for dtype in ("float32", "float64"):
+        assert result_line(out, "pass", name, "-", "cpu", dtype).split()[5] == "random"
     code, payload = _json_run(argv, capsys)
     assert (code, payload["boundaries"]) == (1, True)
     once, *by_dtype = payload["results"]

@@ -15,6 +15,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -124,17 +125,34 @@ def test_first_difference_is_bitwise() -> None:
 
 @pytest.mark.slow  # starts a process group
 @pytest.mark.parametrize(
-    ("name", "symptom"),
+    ("name", "symptom", "sizes"),
     [
-        ("sharded_static_output", r"a second call on new values changed the first call's out"),
-        ("sharded_shard_zeroed", r"the call changed weight\.to_local\(\)\[\d+, \d+\] in place"),
+        (
+            "sharded_static_output",
+            r"a second call on new values changed the first call's out",
+            {},
+        ),
+        (
+            "sharded_shard_zeroed",
+            r"the call changed weight\.to_local\(\)\[\d+, \d+\] in place",
+            {},
+        ),
+        (  # a shard past STAGE_MAX_BYTES (1 MiB): compared once, after the second call
+            "sharded_large_shard_zeroed",
+            r"the call, its backward pass or a second call changed weight\.to_local\(\)\[",
+            {"vocab_sizes": 70_000, "embedding_dims": 8, "dtypes": [torch.float32]},
+        ),
     ],
+    ids=lambda x: x if isinstance(x, str) and x.startswith("sharded") else "",
 )
-def test_each_rank_checks_what_the_kernel_must_not_do(name: str, symptom: str) -> None:
+def test_each_rank_checks_what_the_kernel_must_not_do(
+    name: str, symptom: str, sizes: dict[str, Any]
+) -> None:
     from embedding_equivalence.distributed import verify_sharded_embedding
 
     report = verify_sharded_embedding(
-        f"purity_mutants:{name}", world_size=2, seed=SEED, max_examples=20, backward=False
-    )
+        f"purity_mutants:{name}", world_size=2, seed=SEED, max_examples=20, backward=False,
+        **sizes,
+    )  # fmt: skip
     assert not report.passed
     assert re.search(symptom, report.failure or ""), report.failure

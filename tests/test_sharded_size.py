@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 import embedding_equivalence.strategies as ees
 from embedding_equivalence._draw.recipes import IdsRecipe, WeightRecipe
 from embedding_equivalence._engine.check import EquivalenceError
+from embedding_equivalence._engine.compare import zero_off_rows
 from embedding_equivalence.distributed import (
     dim_parallel_embedding,
     shard_range,
@@ -38,7 +39,7 @@ from embedding_equivalence.distributed._boundaries import (
 )
 from embedding_equivalence.distributed._large import BlockTable, LargeShardedCase
 from embedding_equivalence.distributed._large_judge import judge_large
-from embedding_equivalence.distributed._large_rank import LargeOutcome, _clean, _first_unreferenced
+from embedding_equivalence.distributed._large_rank import LargeOutcome, _first_unreferenced
 from embedding_equivalence.oracle import EmbeddingOracle
 from sharded_mutants import EDGE_D, EDGE_V, blocked_vocab_parallel
 
@@ -329,6 +330,6 @@ def test_a_rank_finds_the_first_row_that_no_id_references_but_got_a_gradient(
     index = torch.tensor(sorted(referenced), dtype=torch.int64)
     found = _first_unreferenced(
         lambda a, b: grad[a:b].ne(0).any(dim=1), rows, dim, index,
-        clean=lambda a, b, inside: _clean(grad[a:b], inside),
+        clean=lambda a, b, inside: zero_off_rows(grad[a:b], inside),
     )  # fmt: skip
     assert found == ((min(strays), len(strays)) if strays else None)

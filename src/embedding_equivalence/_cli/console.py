@@ -377,6 +377,7 @@ COLUMNS: dict[str, Callable[[dict[str, Any]], str]] = {
     "options": lambda r: ",".join(r["options"]) or "-",
     "device": lambda r: r["device"],
     "dtype": lambda r: r["dtype"],
+    "phases": lambda r: "boundary+random" if r["boundary_examples"] else "random",
     "sharding": lambda r: r["sharded"]["sharding"],
     "world size#": lambda r: str(r["sharded"]["world_size"]),
     "examples#": lambda r: str(r["examples"]),

@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import functools
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any, TextIO
 
 import torch
@@ -34,11 +33,11 @@ from hypothesis.errors import InvalidArgument
 from .._draw.strategies import QUANTIZED_SCALE_DTYPES
 from .._draw.tensors import available_devices, device_problem, dtypes_on, float_dtypes
 from .._engine.arguments import draw_seed
-from .._engine.bench import DEFAULT_BENCH_SIZES, bench_embedding
+from .._engine.bench import bench_embedding
 from .._engine.check import EquivalenceError
 from .._engine.names import import_reference
 from .._engine.probe import check_candidate
-from .._engine.report import VerificationReport
+from .._engine.report import VerificationReport, report_fields
 from .._engine.triton import switch_interpreter_on
 from .._engine.verify import verify_embedding, verify_embedding_bag, verify_quantized_embedding
 from ..forms.dtypes import FLOAT_DTYPE_NAMES, dtype_name
@@ -70,7 +69,10 @@ _BOUNDARY_CELL_EXAMPLES = 1
 
 
 #: The columns of the results table after "result" (see ``emit_results``).
-_COLUMNS = ("implementation", "options", "device", "dtype", "examples#", "worst/bound#", "seconds#")
+_COLUMNS = (
+    "implementation", "options", "device", "dtype", "phases", "examples#", "worst/bound#",
+    "seconds#",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -132,17 +134,8 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         dtypes = list(float_dtypes(args.dtypes, "--dtypes")) if args.dtypes else None
     if args.sharding is None and args.world_size is not None:
         raise UsageError("--world-size goes with --sharding (the ranks of a sharded table)")
-    if args.triton_interpret:  # before the candidate's module (and triton) is imported
-        if not args.candidate:
-            raise UsageError("--triton-interpret goes with --candidate (a Triton kernel)")
-        with _refused("--triton-interpret: ", RuntimeError):
-            switch_interpreter_on()
-    if args.json not in (None, "-"):
-        _check_writable(args.json)
     devices = args.devices or available_devices()
-    for d in devices:
-        if (problem := device_problem(d)) is not None:
-            raise UsageError(f"--devices: {d!r} {problem}")
+    _check_shared_flags(args, "--devices", devices)
     if args.sharding is not None:
         from .sharded import run_sharded_verify
 
@@ -228,7 +221,8 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             ))  # fmt: skip
             reports.append(report)
 
-    notes = ["worst/bound: the worst error (outputs and gradients) as a fraction of its bound"]
+    checked = "outputs only: --forward-only" if args.forward_only else "outputs and gradients"
+    notes = [f"worst/bound: the worst error ({checked}) as a fraction of its bound"]
     if any(len(job.dtypes) > 1 for job in jobs):
         notes.append(
             "a row of several dtypes runs the boundary examples once for them (the dtypes take "
@@ -295,6 +289,25 @@ def _check_quantized_args(args: argparse.Namespace) -> None:
             raise UsageError(f"--scheme: a quantized lookup takes no {flag}; drop {flag}")
 
 
+def _check_shared_flags(args: argparse.Namespace, device_flag: str, devices: list[str]) -> None:
+    """Check the flags ``verify`` and ``bench`` share, before the candidate is imported.
+
+    ``--triton-interpret`` is switched on here (refused without ``--candidate``, or where
+    triton was imported without it), ``--json``'s file is checked ([`_check_writable`][]), and
+    ``devices``, which ``device_flag`` gave, must be present.
+    """
+    if args.triton_interpret:  # before the candidate's module (and triton) is imported
+        if not args.candidate:
+            raise UsageError("--triton-interpret goes with --candidate (a Triton kernel)")
+        with _refused("--triton-interpret: ", RuntimeError):
+            switch_interpreter_on()
+    if args.json not in (None, "-"):
+        _check_writable(args.json)
+    for d in devices:
+        if (problem := device_problem(d)) is not None:
+            raise UsageError(f"{device_flag}: {d!r} {problem}")
+
+
 def _check_writable(path: str) -> None:
     """Refuse a ``--json`` path that cannot be written, before the run rather than after it."""
     if os.path.isdir(path):
@@ -328,23 +341,15 @@ def _candidate(args: argparse.Namespace, devices: list[str]) -> Callable[..., An
 
 def _bench(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``bench``: verify ``--candidate``, then time it beside ``F.embedding`` (1: it failed)."""
-    if args.triton_interpret:
-        with _refused("--triton-interpret: ", RuntimeError):
-            switch_interpreter_on()
     with _refused():
         (dtype,) = float_dtypes([args.dtype], "--dtype")
-    if (problem := device_problem(args.device)) is not None:
-        raise UsageError(f"--device: {args.device!r} {problem}")
-    if args.json not in (None, "-"):
-        _check_writable(args.json)
+    _check_shared_flags(args, "--device", [args.device])
     fn = _candidate(args, [args.device])
     err.write(f"bench: verifying {args.candidate} on {args.dtype}, {args.device}, then timing\n")
-    given = (args.vocab_sizes, args.embedding_dims, args.num_ids)
-    sizes = dict(zip(DEFAULT_BENCH_SIZES, given, strict=True))
     try:
         report = bench_embedding(
-            fn, **sizes, dtype=dtype, device=args.device, backward=not args.forward_only,
-            seed=args.seed, min_run_time=args.min_run_time,
+            fn, **size_knobs(args), dtype=dtype, device=args.device,
+            backward=not args.forward_only, seed=args.seed, min_run_time=args.min_run_time,
         )  # fmt: skip
     except EquivalenceError as exc:
         out.write(f"FAIL {args.candidate}: {exc.message}\n\nRepro:\n{exc.repro}\n")
@@ -352,14 +357,9 @@ def _bench(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return 1
     if args.json != "-":
         out.write(f"{report}\n")
-    if args.json is not None:
-        v = report.verification
-        payload = {
-            "schema": BENCH_SCHEMA,
-            "candidate": report.candidate, "dtype": report.dtype, "device": report.device,
-            "verification": {"passed": v.passed, "examples": v.examples, "seed": v.seed},
-            "timings": [dataclasses.asdict(t) for t in report.timings],
-        }  # fmt: skip
+    if args.json is not None:  # the verification as a row of verify --json holds it
+        verification = report_fields(report.verification)
+        payload = {"schema": BENCH_SCHEMA, **asdict(report), "verification": verification}
         write_json(payload, args.json, out)
     return 0
 

@@ -70,19 +70,21 @@ def build_parser() -> _Parser:
         "device runs them once for all its dtypes (they take turns) with one random example, "
         "and the rows of one dtype run the random examples.",
     )
-    v.add_argument(
-        "--candidate",
-        metavar="MODULE:FUNCTION",
-        help="check this function (F.embedding's signature; F.embedding_bag's with --bag); "
-        "the module may be a file, as in path/to/kernels.py:embed",
-    )
+    helps = {
+        "--candidate": "check this function (F.embedding's signature; F.embedding_bag's with "
+        "--bag); the module may be a file, as in path/to/kernels.py:embed",
+        "--triton-interpret": "run --candidate's Triton kernels on the CPU under Triton's "
+        "interpreter: sets TRITON_INTERPRET=1 before the candidate's module is imported "
+        "(refused if triton was imported without it)",
+        "sizes": "{what}: a value or a range (default: drawn)",
+        "--seed": "the run's seed, to replay a run (default: drawn at random; printed either "
+        "way); each cell verifies under its own seed, derived from it",
+        "--forward-only": "skip the gradient checks",
+        "--json": "the results as JSON: alone on stdout (progress stays on stderr), or written "
+        "to PATH (- is stdout) beside the table",
+    }
+    _shared_flags(v, helps, type=_size, metavar="N|LO:HI")
     switch = functools.partial(v.add_argument, action="store_true")
-    switch(
-        "--triton-interpret",
-        help="run --candidate's Triton kernels on the CPU under Triton's interpreter: sets "
-        "TRITON_INTERPRET=1 before the candidate's module is imported (refused if triton was "
-        "imported without it)",
-    )
     switch("--bag", help="embedding-bag implementations")
     v.add_argument(
         "--sharding",
@@ -97,7 +99,6 @@ def build_parser() -> _Parser:
     )
     v.add_argument(
         "--scheme",
-        metavar="SCHEME",
         help="verify a quantized lookup (int8, uint4, float8_e4m3fn, float8_e5m2): the "
         "package's, or --candidate with the signature (input, qweight, scale, zero_point)",
     )
@@ -111,16 +112,6 @@ def build_parser() -> _Parser:
         default=DEFAULT_CLI_EXAMPLES,
         help=f"examples per table cell (default {DEFAULT_CLI_EXAMPLES})",
     )
-    for flag, what in zip(SIZE_FLAGS, ("V", "D", "N, ids a call"), strict=True):
-        v.add_argument(
-            flag, type=_size, metavar="N|LO:HI", help=f"{what}: a value or a range (default: drawn)"
-        )
-    v.add_argument(
-        "--seed",
-        type=int_at_least(0),
-        help="the run's seed, to replay a run (default: drawn at random; printed either way); "
-        "each cell verifies under its own seed, derived from it",
-    )
     v.add_argument(
         "--only",
         metavar="IMPL/OPTIONS/DEVICE/DTYPE",
@@ -128,7 +119,6 @@ def build_parser() -> _Parser:
         "(OPTIONS and DTYPE comma-separated, - for no options; with --sharding, DTYPE may be "
         "all); with the run's --seed it replays that cell: a failing cell prints the command",
     )
-    switch("--forward-only", help="skip the gradient checks")
     switch(
         "--deterministic",
         help="run each example once more: the two runs' outputs and gradients must agree bit "
@@ -138,14 +128,6 @@ def build_parser() -> _Parser:
         "--no-boundaries",
         help="skip the boundary phase (the fixed examples at sizes around powers of two, edge "
         "shapes and bad input that run before the random ones)",
-    )
-    v.add_argument(
-        "--json",
-        nargs="?",
-        const="-",
-        metavar="PATH",
-        help="the results as JSON: alone on stdout (progress stays on stderr), or written to "
-        "PATH (- is stdout) beside the table",
     )
     sub.add_parser("demo", help="the worked example: seed 123, a 4x5 table, ids [2, 3, 1]")
     _bench_parser(sub)
@@ -166,34 +148,50 @@ def _bench_parser(sub: Any) -> None:
         "backward, at every combination of the sizes given. A kernel that fails verification "
         "is not timed (exit status 1): a fast wrong kernel has no speed.",
     )
-    b.add_argument(
-        "--candidate", metavar="MODULE:FUNCTION", required=True,
-        help="the kernel, with F.embedding's signature (the module may be a file)",
-    )  # fmt: skip
-    b.add_argument(
-        "--triton-interpret", action="store_true",
-        help="run --candidate's Triton kernels under Triton's interpreter (CPU speed)",
-    )  # fmt: skip
-    defaults = DEFAULT_BENCH_SIZES.values()
-    for flag, what, default in zip(SIZE_FLAGS, ("V", "D", "N, ids a call"), defaults, strict=True):
-        b.add_argument(
-            flag, type=_sizes, metavar="N[,N...]",
-            help=f"{what} to time, comma-separated (default {default[0]:,})",
-        )  # fmt: skip
+    helps = {
+        "--candidate": "the kernel, with F.embedding's signature (the module may be a file)",
+        "--triton-interpret": "run --candidate's Triton kernels under Triton's interpreter "
+        "(CPU speed)",
+        "sizes": "{what} to time, comma-separated (default {default:,})",
+        "--seed": "verification seed (default 0)",
+        "--forward-only": "time the forward pass alone",
+        "--json": "the timings as JSON: alone on stdout, or written to PATH beside the table",
+    }
+    _shared_flags(b, helps, required=True, type=_sizes, metavar="N[,N...]")
     b.add_argument("--dtype", default="float32", help="the table's dtype (default float32)")
     b.add_argument("--device", default="cpu", help="where to run (default cpu)")
-    b.add_argument("--forward-only", action="store_true", help="time the forward pass alone")
     b.add_argument(
         "--min-run-time", type=float, default=0.2, metavar="SECONDS",
         help="seconds each of a size's four measurements runs at least (default 0.2)",
     )  # fmt: skip
-    b.add_argument("--seed", type=int_at_least(0), default=0, help="verification seed (default 0)")
-    b.add_argument(
-        "--json", nargs="?", const="-", metavar="PATH",
-        help="the timings as JSON: alone on stdout, or written to PATH beside the table",
-    )  # fmt: skip
-    # What --candidate's check reads, for a kernel of F.embedding's kind.
-    b.set_defaults(sharding=None, scheme=None, bag=False, options=None)
+    # The seed's default (verify's is drawn), and what --candidate's check reads, for a kernel
+    # of F.embedding's kind.
+    b.set_defaults(seed=0, sharding=None, scheme=None, bag=False, options=None)
+
+
+def _shared_flags(
+    parser: argparse.ArgumentParser, helps: dict[str, str], *, required: bool = False, **sizes: Any
+) -> None:
+    """Add the flags ``verify`` and ``bench`` share, each with the command's help text.
+
+    Args:
+        parser: the command's parser.
+        helps: the help texts, by flag; ``"sizes"``'s, the size flags' ([`SIZE_FLAGS`][]), is
+            formatted with ``what`` (the size) and ``default`` (its default in ``bench``).
+        required: whether the command needs ``--candidate``.
+        **sizes: how a size flag is read: its ``type`` and ``metavar``.
+    """
+    add = parser.add_argument
+    switch = functools.partial(add, action="store_true")
+    add("--candidate", metavar="MODULE:FUNCTION", required=required, help=helps["--candidate"])
+    switch("--triton-interpret", help=helps["--triton-interpret"])
+    whats, defaults = ("V", "D", "N, ids a call"), DEFAULT_BENCH_SIZES.values()
+    for flag, what, default in zip(SIZE_FLAGS, whats, defaults, strict=True):
+        text = helps["sizes"].format(what=what, default=default[0])
+        add(flag, **sizes, help=text)
+    add("--seed", type=int_at_least(0), help=helps["--seed"])
+    switch("--forward-only", help=helps["--forward-only"])
+    add("--json", nargs="?", const="-", metavar="PATH", help=helps["--json"])
 
 
 def _dest(flag: str) -> str:

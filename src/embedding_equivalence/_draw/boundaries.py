@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from typing import Any
 
 import torch
@@ -60,17 +61,13 @@ from .boundary_data import (
     _VALUE_IDS,
     LIMITS,
     Boundary,
-    ValueBagCase,
     _bad_lookups,
-    _edges,
     _embedding,
     _largest_set,
     _lookup_kwargs,
-    _past_renorm_copies,
     _size_axis,
     _table,
     _Turns,
-    _value_boundaries,
     around_powers_of_two,
     option_sets,
     value_limits,
@@ -81,6 +78,46 @@ from .recipes import Entries, IdsRecipe, IdsRun
 
 #: The edges of ``boundary_data._EDGES`` that a quantized lookup meets: its ids'.
 _QUANTIZED_EDGES = ("0-d ids", "empty ids", "2-d ids", "transposed ids", "sliced ids")
+
+#: Rows past which the ``V`` axis runs without ``max_norm``: beyond them the oracle knows the
+#: table before the renorm by a digest of every row, a pass over the table before and after
+#: each call (seconds at 2**24 rows), and the renorm of large tables is
+#: ``verify_embedding(vocab_sizes=...)``'s.
+RENORM_ROWS = 1 << 22
+
+
+def _past_renorm_copies(options: Sequence[str], rows: int) -> tuple[str, ...]:
+    """``options`` without ``max_norm`` for tables past [`RENORM_ROWS`][]."""
+    return tuple(o for o in options if rows <= RENORM_ROWS or o != "max_norm")
+
+
+def _edges(
+    turns: _Turns, edges: Sequence[tuple[Any, ...]], make: Callable[..., Any]
+) -> Iterator[Boundary]:
+    """Each edge ``(what, *parts)`` in every dtype: ``make(*parts, dtype, index, device)``.
+
+    The index dtypes and devices take turns along the edges.
+    """
+    for i, (what, *parts) in enumerate(edges):
+        for j, dtype in enumerate(turns.dtypes):
+            _, index, device = turns.at(i + j)
+            case = make(*parts, dtype, index, device)
+            yield Boundary("edge", None, f"{what} ({dtype_name(dtype)})", case)
+
+
+def _value_boundaries(
+    turns: _Turns, sets: Callable[[torch.dtype], list[Any]], make: Callable[..., Any], label: str
+) -> Iterator[Boundary]:
+    """Each value example of each dtype: ``make(dtype, index, device, values=(table, gradient))``.
+
+    The index dtypes and devices take turns along the examples; ``label`` follows ``what``.
+    """
+    turn = itertools.count()
+    for dtype in turns.dtypes:
+        for what, table, grads in sets(dtype):
+            _, index, device = turns.at(next(turn))
+            case = make(dtype, index, device, values=(table, grads))
+            yield Boundary("value", None, f"{what} ({label}{dtype_name(dtype)})", case)
 
 
 def embedding_boundaries(
@@ -101,7 +138,8 @@ def embedding_boundaries(
 
     def lookup(runs: Any, v: int, d: int, padding: int, *turn: Any, **kw: Any) -> EmbeddingCase:
         """A lookup with every requested option on (``padding``: the padding row)."""
-        return _embedding(runs, v, d, _lookup_kwargs(all_options, padding), *turn, **kw)
+        kwargs = _lookup_kwargs(_past_renorm_copies(all_options, v), padding)
+        return _embedding(runs, v, d, kwargs, *turn, **kw)
 
     # Edges, in every dtype: shapes and layouts of the ids, layouts of the table.
     def edge(runs: Any, shape: Any, ids_layout: str, table_layout: str, *turn: Any) -> Any:
@@ -131,11 +169,11 @@ def embedding_boundaries(
     # there (``_NOT_AT_VALUES``); padding row 0 is not looked up.
     at_values = [o for o in all_options if o not in _NOT_AT_VALUES]
     yield from _value_boundaries(
-        turns, lambda dt: value_sets(dt, "scale_grad_by_freq" in at_values),
-        lambda values, *turn: _embedding(_VALUE_IDS, 3, 2, _lookup_kwargs(at_values, 0), *turn,
-                                         values=values),
+        turns,
+        lambda dt: value_sets(dt, "scale_grad_by_freq" in at_values),
+        partial(_embedding, _VALUE_IDS, 3, 2, _lookup_kwargs(at_values, 0)),
         "",
-    )  # fmt: skip
+    )
     yield from _bad_lookups(
         options, turns,
         lambda runs, v, kwargs, index, why: _embedding(
@@ -149,12 +187,10 @@ def embedding_boundaries(
         "N": lambda n, *turn: lookup((IdsRun(0, n, 1, _N_ROWS),), _N_ROWS, 3, 1, *turn),
         "D": lambda d, *turn: lookup((IdsRun(0, 4, 3, 5),), 5, d, 3, *turn),
         "repeats": lambda k, *turn: lookup((IdsRun(1, k, 0), IdsRun(2, 1)), 3, 2, 2, *turn),
-        "V": lambda v, *turn: _embedding(
-            _vocab_ids(v), v, 1, _lookup_kwargs(_past_renorm_copies(all_options, v), v // 2), *turn
-        ),
+        "V": lambda v, *turn: lookup(_vocab_ids(v), v, 1, v // 2, *turn),
     }
     for axis, make in axes.items():
-        yield from _size_axis(axis, turns, make)
+        yield from _size_axis(axis, turns.at, make)
 
 
 def _vocab_ids(v: int) -> tuple[IdsRun, ...]:
@@ -189,28 +225,28 @@ def _bag(
     shape: tuple[int, ...] | None = None,
     invalid: str | None = None,
     raw: dict[str, Any] | None = None,
-    end: bool = True,
-    values: tuple[Entries, Entries] | None = None,
+    values: tuple[Entries, Entries] = ((), ()),
 ) -> EmbeddingBagCase:
     """A bag call: ids ``runs``, bags starting at ``starts`` (``None``: a 2-D input).
 
-    Under ``include_last_offset`` the end of the input is appended to the offsets, unless
-    ``end`` is false (ids after the last offset then belong to no bag). ``values``: the
+    The keyword options are those of ``options`` that ``_bag_kwargs`` keeps (without
+    ``max_norm`` past [`RENORM_ROWS`][]), and under ``include_last_offset`` the end of the input
+    is appended to the offsets; or, with ``raw``, the keyword options ``raw`` and the offsets
+    ``starts`` as they are (ids after the last offset then belong to no bag). ``values``: the
     entries of the table and of the upstream gradient to place (those of its rows).
     """
-    kwargs, weighted = _bag_kwargs(options, mode, padding_row)
-    if raw is not None:
-        kwargs = raw
+    options = _past_renorm_copies(options, v)
+    kwargs, weighted = (raw, False) if raw is not None else _bag_kwargs(options, mode, padding_row)
     ids = IdsRecipe.from_runs(runs, shape, index, device)
     offsets = starts
-    if starts is not None and end and kwargs.get("include_last_offset"):
+    if starts is not None and raw is None and kwargs.get("include_last_offset"):
         offsets = (*starts, len(ids.values))
     psw = _GRAD_SEED + 1 if weighted else None
-    table = _table(v, d, dtype, device, at=values[0] if values else ())
-    if values is None:
-        return EmbeddingBagCase(ids, table, offsets, index, mode, kwargs, psw, _GRAD_SEED, invalid)
+    table = _table(v, d, dtype, device, at=values[0])
     grads = tuple(e for e in values[1] if e[0] < len(starts or ()))
-    return ValueBagCase(ids, table, offsets, index, mode, kwargs, psw, _GRAD_SEED, invalid, grads)
+    return EmbeddingBagCase(
+        ids, table, offsets, index, mode, kwargs, psw, _GRAD_SEED, invalid, grads
+    )
 
 
 def bag_boundaries(
@@ -240,11 +276,9 @@ def bag_boundaries(
     """
     turns = _Turns(tuple(dtypes), tuple(devices))
     all_options = _largest_set(options)
-    n_modes = len(modes)
 
     def at(i: int) -> tuple[str, torch.dtype, torch.dtype, str]:
-        dtype, index, device = turns.at(i // n_modes)
-        return modes[i % n_modes], dtype, index, device
+        return (modes[i % len(modes)], *turns.at(i // len(modes)))
 
     # (what, ids, starts (None: 2-D), shape)
     edges: list[tuple[str, tuple[IdsRun, ...], Any, Any]] = [
@@ -266,25 +300,18 @@ def bag_boundaries(
         for mode in modes:
             _, dtype, index, device = at(next(turn))
             raw = {"include_last_offset": True}
-            case = _bag((IdsRun(0, 3),), (0, 1), 3, 2, (), 2, mode, dtype, index, device, raw=raw,
-                        end=False)  # fmt: skip
+            case = _bag((IdsRun(0, 3),), (0, 1), 3, 2, (), 2, mode, dtype, index, device, raw=raw)
             yield Boundary("edge", None, f"an id after the last offset (mode={mode!r})", case)
     for combo in option_sets(options):
-        for mode in modes:
-            if not all(option_applies(o, mode) for o in combo):
-                continue
+        for mode in [m for m in modes if all(option_applies(o, m) for o in combo)]:
             _, dtype, index, device = at(next(turn))
             case = _bag(_REPEATS, (0, 2), 3, 4, combo, -1, mode, dtype, index, device)
             what = f"{', '.join(combo)} on bags [2, 0], [0, 1, 0]"
             yield Boundary("options", None, f"{what} (mode={mode!r}, {dtype_name(dtype)})", case)
     at_values = [o for o in all_options if o not in _NOT_IN_VALUE_BAGS]
     for mode in modes:
-        yield from _value_boundaries(
-            turns, value_sets,
-            lambda values, *turn, mode=mode: _bag(_VALUE_IDS, (0, 2), 3, 2, at_values, 0, mode,
-                                                  *turn, values=values),
-            f"mode={mode!r}, ",
-        )  # fmt: skip
+        make = partial(_bag, _VALUE_IDS, (0, 2), 3, 2, at_values, 0, mode)
+        yield from _value_boundaries(turns, value_sets, make, f"mode={mode!r}, ")
     if "cpu" in turns.devices:
         yield from _bad_lookups(
             options, turns,
@@ -300,9 +327,9 @@ def bag_boundaries(
         ]
         for what, starts in bad_offsets:
             for mode in modes:
+                why = f"{what} (offsets={list(starts)})"
                 case = _bag((IdsRun(0, 3),), starts, 3, 1, (), 0, mode, torch.float32,
-                            torch.int64, "cpu", invalid=f"{what} (offsets={list(starts)})",
-                            raw={})  # fmt: skip
+                            torch.int64, "cpu", invalid=why)  # fmt: skip
                 yield Boundary("bad input", None, f"{what} (mode={mode!r})", case)
 
     def length(n: int, *turn: Any) -> EmbeddingBagCase:
@@ -324,8 +351,7 @@ def bag_boundaries(
         return _bag((IdsRun(0, 4, 3, 5),), (0, 2), 5, d, all_options, 3, *turn)
 
     def vocab(v: int, *turn: Any) -> EmbeddingBagCase:
-        options = _past_renorm_copies(all_options, v)
-        return _bag(_vocab_ids(v), (0, 2), v, 1, options, v // 2, *turn)
+        return _bag(_vocab_ids(v), (0, 2), v, 1, all_options, v // 2, *turn)
 
     axes = {"bag length": length, "bags": count, "empty bags": empty, "D": width, "V": vocab}
     for axis, make in axes.items():
@@ -419,7 +445,7 @@ def quantized_boundaries(
         }, ()) for what, rows in sets]  # fmt: skip
 
     yield from _value_boundaries(
-        turns, limits_of, lambda t, *turn: case((IdsRun(0, 3),), 3, 2, *turn, **t[0]), ""
+        turns, limits_of, lambda *turn, values: case((IdsRun(0, 3),), 3, 2, *turn, **values[0]), ""
     )
 
     def bad(
@@ -432,12 +458,11 @@ def quantized_boundaries(
     axes: dict[str, Callable[..., QuantizedEmbeddingCase]] = {
         "D": lambda d, dt, ix, dev: case((IdsRun(0, 4, 3, 5),), 5, d, dt, ix, dev),
         "N": lambda n, dt, ix, dev: case((IdsRun(0, n, 1, _N_ROWS),), _N_ROWS, 2, dt, ix, dev),
-        "V": lambda v, dt, ix, dev: case(
-            (IdsRun(0, 1), IdsRun(v - 1, 1), IdsRun(v // 2, 1)), v, 2, dt, ix, dev
-        ),
+        # The ids of the other V axes, but the last row once.
+        "V": lambda v, dt, ix, dev: case(_vocab_ids(v)[:3], v, 2, dt, ix, dev),
     }
     for name, make in axes.items():
         values = around_powers_of_two(LIMITS["quantized V" if name == "V" else name])
         if packed and name == "D":
             values = tuple(sorted({x + x % 2 for x in values}))
-        yield from _size_axis(name, turns, make, values)
+        yield from _size_axis(name, turns.at, make, values)

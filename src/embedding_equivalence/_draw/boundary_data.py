@@ -20,7 +20,7 @@ import torch
 
 from ..forms.dtypes import dtype_name
 from ..forms.options import EXCLUSIVE_OPTIONS
-from .cases import EmbeddingBagCase, EmbeddingCase
+from .cases import EmbeddingCase
 from .recipes import Entries, IdsRecipe, IdsRun, WeightRecipe
 
 #: The largest size of each axis, the sizes users run: ids in one call, width, rows, repeats
@@ -156,45 +156,28 @@ def _embedding(
     ids_layout: str = "contiguous",
     table_layout: str = "contiguous",
     invalid: str | None = None,
-    values: tuple[Entries, Entries] | None = None,
+    values: tuple[Entries, Entries] = ((), ()),
 ) -> EmbeddingCase:
     """A lookup; ``values``: the entries of the table and of the upstream gradient to place."""
     ids = IdsRecipe.from_runs(runs, shape, index, device, ids_layout)
-    table = _table(v, d, dtype, device, table_layout, values[0] if values else ())
-    if values is None:
-        return EmbeddingCase(ids, table, kwargs, _GRAD_SEED, invalid)
-    return ValueEmbeddingCase(ids, table, kwargs, _GRAD_SEED, invalid, values[1])
+    table = _table(v, d, dtype, device, table_layout, values[0])
+    return EmbeddingCase(ids, table, kwargs, _GRAD_SEED, invalid, values[1])
 
 
 def _size_axis(
     axis: str,
-    turns: _Turns | Callable[[int], tuple[Any, ...]],
+    at: Callable[[int], tuple[Any, ...]],
     make: Callable[..., Any],
     values: Sequence[int] | None = None,
 ) -> Iterator[Boundary]:
     """One size axis: ``make(value, *turn)`` at each value (default: around the powers of two).
 
-    The ``i``-th example's turn is ``turns.at(i)``: its dtype, index dtype and device (a bag
-    generator passes a function of ``i`` that puts the mode first).
+    The ``i``-th example's turn is ``at(i)``: its dtype, index dtype and device by
+    ``_Turns.at`` (a bag generator passes a function of ``i`` that puts the mode first).
     """
-    at = turns.at if isinstance(turns, _Turns) else turns
     for i, value in enumerate(values if values is not None else around_powers_of_two(LIMITS[axis])):
         turn = at(i)
         yield Boundary(axis, value, "", make(value, *turn), lambda x, t=turn: make(x, *t))
-
-
-def _edges(
-    turns: _Turns, edges: Sequence[tuple[Any, ...]], make: Callable[..., Any]
-) -> Iterator[Boundary]:
-    """Each edge ``(what, *parts)`` in every dtype: ``make(*parts, dtype, index, device)``.
-
-    The index dtypes and devices take turns along the edges.
-    """
-    for i, (what, *parts) in enumerate(edges):
-        for j, dtype in enumerate(turns.dtypes):
-            _, index, device = turns.at(i + j)
-            case = make(*parts, dtype, index, device)
-            yield Boundary("edge", None, f"{what} ({dtype_name(dtype)})", case)
 
 
 #: The edges of the ids and of the table that every lookup meets, in every dtype: ``(what,
@@ -221,18 +204,6 @@ _N_ROWS = 521
 #: A short input with repeats over 3 rows, ids 2, 0, 0, 1, 0: the repeated row is the first
 #: in sorted order, where a backward that mixes up the counts of sorted groups goes wrong.
 _REPEATS = (IdsRun(2, 1), IdsRun(0, 2, 0), IdsRun(1, 1), IdsRun(0, 1))
-
-
-#: Rows past which the ``V`` axis runs without ``max_norm``: beyond them the oracle knows the
-#: table before the renorm by a digest of every row, a pass over the table before and after
-#: each call (seconds at 2**24 rows), and the renorm of large tables is
-#: ``verify_embedding(vocab_sizes=...)``'s.
-RENORM_ROWS = 1 << 22
-
-
-def _past_renorm_copies(options: Sequence[str], rows: int) -> tuple[str, ...]:
-    """``options`` without ``max_norm`` for tables past [`RENORM_ROWS`][]."""
-    return tuple(o for o in options if rows <= RENORM_ROWS or o != "max_norm")
 
 
 def _bad_lookups(
@@ -272,20 +243,6 @@ def _bad_lookups(
 
 
 # --- values at the limits of a dtype --------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ValueEmbeddingCase(EmbeddingCase):
-    """An [`EmbeddingCase`][] whose upstream gradient holds ``grad_values`` ([`value_sets`][])."""
-
-    grad_values: Entries = ()
-
-
-@dataclass(frozen=True)
-class ValueBagCase(EmbeddingBagCase):
-    """An [`EmbeddingBagCase`][] whose upstream gradient holds ``grad_values``."""
-
-    grad_values: Entries = ()
 
 
 def value_limits(dtype: torch.dtype) -> tuple[float, float, float]:
@@ -354,29 +311,13 @@ def value_sets(dtype: torch.dtype, scaled: bool = False) -> list[tuple[str, Entr
          ((0, 0, 2 * sub), (0, 1, tiny), (1, 0, -sub), (1, 1, -0.0), (2, 0, 2 * sub),
           (2, 1, -2 * sub))),
     ]  # fmt: skip
-    limit = value_limits(torch.float32)[0]
     narrow = next((n for n in (torch.float32, torch.float16) if 2 * value_limits(n)[0] < top), None)
     if narrow is not None:
         x = _fits_once(narrow)
         what = f"sums past {dtype_name(narrow)}'s largest value"
         sets.append((what, _pair(1, x) + _pair(2, x / 2), _pair(0, x) + _pair(1, x) + _pair(2, x)))
-    if scaled and 2 * top < limit:
+    if scaled and 2 * top < value_limits(torch.float32)[0]:
         x = _fits_once(dtype)
         what = "a row's gradient sum past the largest value, before scale_grad_by_freq divides"
         sets.append((what, (), _pair(0, x) + _pair(2, x)))
     return sets
-
-
-def _value_boundaries(
-    turns: _Turns, sets: Callable[[torch.dtype], list[Any]], make: Callable[..., Any], label: str
-) -> Iterator[Boundary]:
-    """Each value example of each dtype: ``make((table, gradient entries), dtype, index, device)``.
-
-    The index dtypes and devices take turns along the examples; ``label`` follows ``what``.
-    """
-    turn = itertools.count()
-    for dtype in turns.dtypes:
-        for what, table, grads in sets(dtype):
-            _, index, device = turns.at(next(turn))
-            case = make((table, grads), dtype, index, device)
-            yield Boundary("value", None, f"{what} ({label}{dtype_name(dtype)})", case)

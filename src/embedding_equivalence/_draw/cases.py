@@ -58,13 +58,11 @@ def snippet(
         Python source.
     """
     lines = ["import torch", *([preamble.rstrip("\n")] if preamble else [])]
-    if invalid is None:
-        lines.append(f"from embedding_equivalence.testing import {helper}")
-    lines += ["", *tensors]
     if invalid is not None:
-        return "\n".join(lines + refusal_source(call, invalid))
-    lines += [*prepare, "# The exact check: raises EquivalenceError while the bug is present."]
-    return "\n".join([*lines, check, f"out = {call}", *after])
+        return "\n".join([*lines, "", *tensors, *refusal_source(call, invalid)])
+    lines += [f"from embedding_equivalence.testing import {helper}", "", *tensors, *prepare]
+    lines += ["# The exact check: raises EquivalenceError while the bug is present.", check]
+    return "\n".join([*lines, f"out = {call}", *after])
 
 
 def refusal_source(call: str, invalid: str, printed: str = "") -> list[str]:
@@ -117,13 +115,10 @@ class TableFacts:
 class _CaseBase(TableFacts):
     """What both kinds of case share: the table's facts, the upstream gradient, the snippet."""
 
-    weight: WeightRecipe
     ids: IdsRecipe
     grad_seed: int
     invalid: str | None
-    #: Entries written into the upstream gradient's ``(-1, D)`` view after its seeded draw:
-    #: none, but in the boundary phase's value examples (``boundary_data.value_sets``).
-    grad_values: Entries = ()
+    grad_values: Entries
 
     def _grad_shape(self) -> tuple[int, ...]:
         raise NotImplementedError
@@ -207,6 +202,9 @@ class EmbeddingCase(_CaseBase):
             cast to the weight's dtype), of shape ``(*input.shape, D)``.
         invalid: ``None`` for a valid call, else why the reference rejects it (the candidate
             must raise too).
+        grad_values: entries ``(row, column, value)`` written into the upstream gradient's
+            ``(-1, D)`` view after its seeded draw: none, but in the boundary phase's value
+            examples (``boundary_data.value_sets``).
     """
 
     ids: IdsRecipe
@@ -215,6 +213,8 @@ class EmbeddingCase(_CaseBase):
     kwargs: Mapping[str, Any] = field(default_factory=dict, hash=False)
     grad_seed: int = 0
     invalid: str | None = None
+    # Not in the repr, which stays that of a drawn case: the snippet of source() writes them.
+    grad_values: Entries = field(default=(), repr=False)
 
     def build(self, requires_grad: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
         """Fresh ``(input, weight)`` tensors."""
@@ -274,6 +274,8 @@ class EmbeddingBagCase(_CaseBase):
         grad_seed: seed of the upstream gradient, ``N(0, 1)`` in float64 cast to the table's
             dtype, of shape ``(B, D)``.
         invalid: ``None`` for a valid call, else why the reference rejects it.
+        grad_values: entries written into the upstream gradient after its seeded draw, as
+            in [`EmbeddingCase`][].
     """
 
     ids: IdsRecipe
@@ -286,6 +288,8 @@ class EmbeddingBagCase(_CaseBase):
     per_sample_weights_seed: int | None = None
     grad_seed: int = 0
     invalid: str | None = None
+    # Not in the repr, which stays that of a drawn case: the snippet of source() writes them.
+    grad_values: Entries = field(default=(), repr=False)
 
     @property
     def num_bags(self) -> int:
@@ -305,10 +309,9 @@ class EmbeddingBagCase(_CaseBase):
         Returns:
             ``(input, weight, offsets, per_sample_weights)``.
         """
-        offsets = None
+        offsets = psw = None
         if self.offsets is not None:
             offsets = torch.tensor(self.offsets, dtype=self.offsets_dtype).to(self.device)
-        psw = None
         if self.per_sample_weights_seed is not None:
             psw = _randn(self.ids.shape, self.per_sample_weights_seed, self.dtype, self.device)
             psw.requires_grad_(requires_grad)

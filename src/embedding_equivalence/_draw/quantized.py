@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from ..forms.quantized import check_scheme
 from ..oracle.call import Call
+from .boundary_data import value_limits
 from .cases import snippet
 from .embeddings import draw_call_ids, draw_spoilt_ids
 from .recipes import IdsRecipe, dtype_source, float_source, run_source
@@ -166,9 +167,8 @@ def _exponent_range(draw: st.DrawFn, dtype: torch.dtype) -> tuple[int, int]:
     a scale is 0) and scales whose products overflow the dtype (the largest is kept finite).
     """
     # A float64 scale is drawn within float32's range: the bound admits float32 arithmetic.
-    info = torch.finfo(dtype if dtype.itemsize <= 4 else torch.float32)
-    lowest = math.floor(math.log2(float(info.smallest_normal) * float(info.eps)))
-    highest = math.floor(math.log2(float(info.max))) - 1
+    top, _, subnormal = value_limits(dtype if dtype.itemsize <= 4 else torch.float32)
+    lowest, highest = math.floor(math.log2(subnormal)), math.floor(math.log2(top)) - 1
     if draw(st.integers(0, 3), label="wide scales") == 0:
         lo = draw(st.integers(-4, 0), label="scale exponent lo")
         return lo, lo + draw(st.integers(0, 4), label="scale exponent span")

@@ -207,8 +207,7 @@ def case_sizes(
     if ids is not None:
         sizes["num_ids"] = ids
     if known_v is None or known_d is None:  # a strategy: its largest draw is not known
-        sizes["max_elements"] = 1 << 62
-        return sizes
+        return {**sizes, "max_elements": 1 << 62}
     sizes["max_elements"] = max(DEFAULT_MAX_ELEMENTS, known_v * known_d)
     if n is None:
         return sizes

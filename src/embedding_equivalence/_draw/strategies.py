@@ -58,10 +58,8 @@ def vocab_sizes(
     _tensors.check_bounds("value", min_value, max_value, 1)
     small = st.integers(min_value, min(max_value, max(min_value, 64)))
     real = [v for v in REAL_VOCAB_SIZES if min_value <= v <= max_value]
-    branches: list[st.SearchStrategy[int]] = [small, st.integers(min_value, max_value)]
-    if real:
-        branches.append(st.sampled_from(real))
-    return st.one_of(*branches)
+    tokenizers = [st.sampled_from(real)] if real else []
+    return st.one_of(small, st.integers(min_value, max_value), *tokenizers)
 
 
 def embedding_dims(

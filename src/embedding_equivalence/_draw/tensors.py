@@ -223,9 +223,8 @@ def _id_values(draw: st.DrawFn, vocab_size: int, count: int) -> list[int]:
     any_id = st.integers(0, vocab_size - 1)
     ids = st.one_of(st.sampled_from([0, vocab_size - 1]), any_id)
     pool = draw(st.lists(ids, min_size=1, max_size=min(count, 8)), label="id pool")
-    if draw(st.booleans(), label="ids from pool"):
-        return [draw(st.sampled_from(pool)) for _ in range(count)]
-    return [draw(any_id) for _ in range(count)]
+    each = st.sampled_from(pool) if draw(st.booleans(), label="ids from pool") else any_id
+    return [draw(each) for _ in range(count)]
 
 
 @st.composite
@@ -386,15 +385,11 @@ class Basics(NamedTuple):
 def draw_basics(draw: st.DrawFn, ranges: Ranges) -> Basics:
     """Draw the device, then a dtype it supports, ``V``, ``D`` within the budget, the ids' dtype."""
     device = draw(ranges.device, label="device")
-    dtypes = ranges.dtype
-    if dtypes is None:
-        dtypes = st.sampled_from(supported_float_dtypes(device))
-    dtype = draw(dtypes, label="dtype")
+    supported = st.sampled_from(supported_float_dtypes(device))
+    dtype = draw(supported if ranges.dtype is None else ranges.dtype, label="dtype")
     v = draw(ranges.vocab_size, label="V")
-    dims = ranges.embedding_dim
-    if dims is None:
-        dims = st.integers(1, max(1, min(DEFAULT_MAX_DIM, ranges.max_elements // v)))
-    d = draw(dims, label="D")
+    within = st.integers(1, max(1, min(DEFAULT_MAX_DIM, ranges.max_elements // v)))
+    d = draw(within if ranges.embedding_dim is None else ranges.embedding_dim, label="D")
     return Basics(device, dtype, v, d, draw(ranges.index_dtype, label="index dtype"))
 
 

@@ -10,6 +10,7 @@ of the machine's speed falls on both.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import statistics
 from collections.abc import Callable, Sequence
@@ -78,20 +79,22 @@ class BenchReport:
 
     def __str__(self) -> str:
         v = self.verification
-        lines = [
-            f"{self.candidate} against F.embedding, {self.dtype} on {self.device} (verified "
-            f"first: passed, {v.examples} examples, {v.elapsed:.1f} s)",
-            f"{'V':>9} {'D':>6} {'N':>8}  {'stage':16} {'candidate':>11} {'F.embedding':>11} "
-            f"{'ratio':>6}  spread",
+        rows = [
+            f"{t.vocab_size:>9,} {t.embedding_dim:>6,} {t.num_ids:>8,}  {t.stage:16} "
+            f"{_seconds(t.candidate):>11} {_seconds(t.reference):>11} {t.ratio:>6.2f}  "
+            f"{t.low:.2f}-{t.high:.2f}"
+            for t in self.timings
         ]
-        for t in self.timings:
-            lines.append(
-                f"{t.vocab_size:>9,} {t.embedding_dim:>6,} {t.num_ids:>8,}  {t.stage:16} "
-                f"{_seconds(t.candidate):>11} {_seconds(t.reference):>11} {t.ratio:>6.2f}  "
-                f"{t.low:.2f}-{t.high:.2f}"
-            )
-        lines.append("ratio = candidate / F.embedding (below 1: faster); spread: from quartiles")
-        return "\n".join(lines)
+        return "\n".join(
+            [
+                f"{self.candidate} against F.embedding, {self.dtype} on {self.device} (verified "
+                f"first: passed, {v.examples} examples, {v.elapsed:.1f} s)",
+                f"{'V':>9} {'D':>6} {'N':>8}  {'stage':16} {'candidate':>11} {'F.embedding':>11} "
+                f"{'ratio':>6}  spread",
+                *rows,
+                "ratio = candidate / F.embedding (below 1: faster); spread: from quartiles",
+            ]
+        )
 
 
 def _seconds(s: float) -> str:
@@ -110,33 +113,22 @@ def _sizes(name: str, values: Sequence[int] | None) -> tuple[int, ...]:
     return sizes
 
 
-def _times(step: Callable[[], Any], min_run_time: float) -> list[float]:
-    """Seconds a call of ``step``, one figure per block of calls."""
-    measured = benchmark.Timer(stmt="step()", globals={"step": step}).blocked_autorange(
-        min_run_time=min_run_time
-    )
-    return list(measured.times)
+def _times(
+    fn: Callable[..., Any], args: tuple[torch.Tensor, ...], min_run_time: float
+) -> list[float]:
+    """Seconds a call of ``fn`` on ``(ids, weight, grad)`` takes, one figure a block of calls."""
+    timer = benchmark.Timer(stmt="call()", globals={"call": functools.partial(_call, fn, *args)})
+    return list(timer.blocked_autorange(min_run_time=min_run_time).times)
 
 
-def _step(
+def _call(
     fn: Callable[..., Any], ids: torch.Tensor, weight: torch.Tensor, grad: torch.Tensor
-) -> Callable[[], None]:
+) -> None:
     """One timed call of ``fn``: forward, and backward when ``weight`` requires grad."""
-
-    def call() -> None:
-        weight.grad = None
-        out = fn(ids, weight)
-        if weight.requires_grad:
-            out.backward(grad)
-
-    return call
-
-
-def _quartiles(times: list[float]) -> tuple[float, float, float]:
-    if len(times) < 2:
-        return times[0], times[0], times[0]
-    q1, q2, q3 = statistics.quantiles(times, n=4, method="inclusive")
-    return q1, q2, q3
+    weight.grad = None
+    out = fn(ids, weight)
+    if weight.requires_grad:
+        out.backward(grad)
 
 
 def bench_embedding(
@@ -185,11 +177,8 @@ def bench_embedding(
         >>> [t.stage for t in report.timings]
         ['forward', 'forward+backward']
     """
-    sizes = [
-        _sizes("vocab_sizes", vocab_sizes),
-        _sizes("embedding_dims", embedding_dims),
-        _sizes("num_ids", num_ids),
-    ]
+    given = (vocab_sizes, embedding_dims, num_ids)
+    sizes = [_sizes(name, v) for name, v in zip(DEFAULT_BENCH_SIZES, given, strict=True)]
     report = verify_embedding(
         candidate, dtypes=[dtype], devices=[device], backward=backward, seed=seed
     )
@@ -205,14 +194,12 @@ def bench_embedding(
             ref: list[float] = []
             cand: list[float] = []
             for _ in range(2):  # taking turns: a drift of the machine falls on both
-                ref += _times(_step(F.embedding, ids, weight, grad), min_run_time)
-                cand += _times(_step(candidate, ids, weight, grad), min_run_time)
-            (r1, r, r3), (c1, c, c3) = _quartiles(ref), _quartiles(cand)
+                ref += _times(F.embedding, (ids, weight, grad), min_run_time)
+                cand += _times(candidate, (ids, weight, grad), min_run_time)
+            # Quartiles: each list holds at least two figures, one a turn.
+            (r1, r, r3), (c1, c, c3) = (
+                statistics.quantiles(t, method="inclusive") for t in (ref, cand)
+            )
             timings.append(BenchTiming(v, d, n, stage, c, r, c / r, c1 / r3, c3 / r1))
-    return BenchReport(
-        candidate_name(candidate),
-        dtype_name(dtype),
-        str(torch.device(device)),
-        report,
-        tuple(timings),
-    )
+    where = str(torch.device(device))
+    return BenchReport(candidate_name(candidate), dtype_name(dtype), where, report, tuple(timings))

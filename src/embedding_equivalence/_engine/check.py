@@ -192,8 +192,7 @@ def _backward_and_again(
             outcome.error, outcome.stage = exc, "backward"
             return
         outcome.weight_grad = call.weight.grad
-        psw = call.per_sample_weights
-        outcome.per_sample_weights_grad = None if psw is None else psw.grad
+        outcome.per_sample_weights_grad = getattr(call.per_sample_weights, "grad", None)
         outcome.side_effect = upstream.changed("backward")
         if outcome.side_effect:
             return

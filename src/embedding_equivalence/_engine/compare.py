@@ -133,6 +133,17 @@ def _by_words(t: torch.Tensor) -> bool:
     return True
 
 
+def zero_off_rows(a: torch.Tensor, index: torch.Tensor) -> bool:
+    """Whether every nonzero entry of a ``(rows, D)`` tensor ``a`` lies in its rows ``index``.
+
+    Two counts of nonzero entries (of the whole, of the rows ``index``, which must not repeat
+    a row): one pass, no temporary of ``a``'s size. The counts are of 8-byte words where the
+    rows are whole words of a contiguous tensor (see ``_nonzero_count``), else of elements.
+    """
+    words = _by_words(a)
+    return _nonzero_count(a, words) == _nonzero_count(a[index.to(a.device)], words)
+
+
 def _rest_unchanged(a: torch.Tensor, expected: ExpectedRows, index: torch.Tensor) -> bool:
     """Whether every row of ``a`` off ``expected.rows`` holds what ``expected.rest`` says.
 
@@ -141,9 +152,8 @@ def _rest_unchanged(a: torch.Tensor, expected: ExpectedRows, index: torch.Tensor
     [`compare_rows`][]'s other path (``_compare_digested``).
     """
     rest = expected.rest
-    if rest is None:  # count_nonzero: one pass, no (V, D) temporaries
-        words = _by_words(a)
-        return _nonzero_count(a, words) == _nonzero_count(a[index], words)
+    if rest is None:
+        return zero_off_rows(a, index)
     assert not isinstance(rest, RowDigests)
     r = rest.detach()
     if tuple(r.shape) != tuple(a.shape):

@@ -30,7 +30,6 @@ from hypothesis import strategies as st
 from hypothesis.errors import Flaky
 
 from .._draw.boundary_data import Boundary
-from .._draw.cases import EmbeddingBagCase, EmbeddingCase
 from .arguments import Arguments
 from .boundary_phase import run_boundaries
 from .check import (
@@ -337,11 +336,11 @@ def _diagnosed(
     defect: TorchDefect | None = None
     limit: InterpreterLimit | None = None
     if isinstance(exc, EquivalenceError):  # a failure of the checks: who is at fault?
-        # "This is torch, not you": torch's own function fails the minimal case too.
-        if isinstance(case, EmbeddingCase | EmbeddingBagCase):
-            defect = torch_defect_behind(case, backward)
-            if defect is None and is_compiled(candidate):
-                defect = torch_defect_behind(case, backward, compiled=True)
+        # "This is torch, not you": torch's own function fails the minimal case too (only a
+        # case of F.embedding or F.embedding_bag can be replayed on it).
+        defect = torch_defect_behind(case, backward)
+        if defect is None and is_compiled(candidate):
+            defect = torch_defect_behind(case, backward, compiled=True)
         # "This is Triton's interpreter, not you".
         limit = interpreter_limit_behind(candidate, case, verification.oracle, backward)
     if defect is not None:

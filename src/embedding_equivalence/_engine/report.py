@@ -176,26 +176,20 @@ class VerificationReport:
 # --- merging ------------------------------------------------------------------------------------
 
 
-def _merge_compiled(runs: Sequence[CompiledRun | None]) -> CompiledRun | None:
-    present = [r for r in runs if r is not None]
-    if not present:
-        return None
-    reasons = sum((Counter(r.fallback_reasons) for r in present), Counter[str]())
+def _merge_compiled(runs: Sequence[CompiledRun]) -> CompiledRun:
+    reasons = sum((Counter(r.fallback_reasons) for r in runs), Counter[str]())
     return CompiledRun(
-        examples=sum(r.examples for r in present),
-        eager_fallbacks=sum(r.eager_fallbacks for r in present),
+        examples=sum(r.examples for r in runs),
+        eager_fallbacks=sum(r.eager_fallbacks for r in runs),
         fallback_reasons=dict(reasons.most_common()),
     )
 
 
-def _merge_sharded(runs: Sequence[ShardedRun | None]) -> ShardedRun | None:
-    present = [r for r in runs if r is not None]
-    if not present:
-        return None
+def _merge_sharded(runs: Sequence[ShardedRun]) -> ShardedRun:
     return dataclasses.replace(
-        present[-1],
-        group_starts=sum(r.group_starts for r in present),
-        startup_seconds=tuple(s for r in present for s in r.startup_seconds),
+        runs[-1],
+        group_starts=sum(r.group_starts for r in runs),
+        startup_seconds=tuple(s for r in runs for s in r.startup_seconds),
     )
 
 
@@ -213,6 +207,8 @@ def merge_reports(reports: Sequence[VerificationReport]) -> VerificationReport:
         The merged report.
     """
     last = reports[-1]  # the failing run, if any: its counterexample and failure
+    compiled = [r.compiled for r in reports if r.compiled is not None]
+    sharded = [r.sharded for r in reports if r.sharded is not None]
     return dataclasses.replace(
         last,
         passed=all(r.passed for r in reports),
@@ -221,8 +217,8 @@ def merge_reports(reports: Sequence[VerificationReport]) -> VerificationReport:
         worst_error=max(r.worst_error for r in reports),
         elapsed=sum(r.elapsed for r in reports),
         devices=tuple(dict.fromkeys(d for r in reports for d in r.devices)),
-        compiled=_merge_compiled([r.compiled for r in reports]),
-        sharded=_merge_sharded([r.sharded for r in reports]),
+        compiled=_merge_compiled(compiled) if compiled else None,
+        sharded=_merge_sharded(sharded) if sharded else None,
     )
 
 

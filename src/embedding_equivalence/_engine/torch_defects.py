@@ -145,14 +145,6 @@ def _scale_grad_mixed_counts(case: Case, backward: bool) -> bool:
     return 1 < len(set(ids)) < len(ids)
 
 
-def _last_offset_mean(case: Case, backward: bool) -> bool:
-    return _ids_after_the_last_offset(case) and case.mode == "mean"
-
-
-def _last_offset_sum_max(case: Case, backward: bool) -> bool:
-    return _ids_after_the_last_offset(case) and case.mode in ("sum", "max")
-
-
 def _max_nan_after_the_first(case: Case, backward: bool) -> bool:
     """A ``max`` bag holds a NaN in some column, in a row other than its first id's.
 
@@ -177,18 +169,6 @@ def _decreasing_offsets(case: Case, backward: bool) -> bool:
 
 def _cuda_max_norm(case: Case) -> bool:
     return case.weight.device.startswith("cuda") and case.kwargs.get("max_norm") is not None
-
-
-def _cuda_max_norm_inf(case: Case, backward: bool) -> bool:
-    return _cuda_max_norm(case) and case.kwargs.get("norm_type") == float("inf")
-
-
-def _cuda_max_norm_strided(case: Case, backward: bool) -> bool:
-    return _cuda_max_norm(case) and case.weight.layout != "contiguous"
-
-
-def _cuda_max_norm_no_ids(case: Case, backward: bool) -> bool:
-    return _cuda_max_norm(case) and not case.ids.values
 
 
 def _cuda_bfloat16_bag_backward(case: Case, backward: bool) -> bool:
@@ -247,7 +227,7 @@ TORCH_DEFECTS: tuple[TorchDefect, ...] = (
         "by len(input) - offsets[-2], counting ids that belong to no bag",
         reference=_issue(52851),
         kind="bag",
-        predicate=_last_offset_mean,
+        predicate=lambda case, _: _ids_after_the_last_offset(case) and case.mode == "mean",
     ),
     TorchDefect(
         id="bag-include-last-offset-sum-max",
@@ -256,7 +236,7 @@ TORCH_DEFECTS: tuple[TorchDefect, ...] = (
         "uninitialised values into their rows",
         reference=_issue(191965),
         kind="bag",
-        predicate=_last_offset_sum_max,
+        predicate=lambda case, _: _ids_after_the_last_offset(case) and case.mode in ("sum", "max"),
     ),
     TorchDefect(
         id="bag-max-nan-only-first",
@@ -280,7 +260,7 @@ TORCH_DEFECTS: tuple[TorchDefect, ...] = (
             summary="on CUDA, max_norm with norm_type=inf leaves every row unchanged",
             affected=_SEEN_CUDA,
             kind=kind,
-            predicate=_cuda_max_norm_inf,
+            predicate=lambda c, _: _cuda_max_norm(c) and c.kwargs.get("norm_type") == float("inf"),
         )
         for kind in ("embedding", "bag")
     ),
@@ -291,7 +271,7 @@ TORCH_DEFECTS: tuple[TorchDefect, ...] = (
             "the wrong elements",
             affected=_SEEN_CUDA,
             kind=kind,
-            predicate=_cuda_max_norm_strided,
+            predicate=lambda case, _: _cuda_max_norm(case) and case.weight.layout != "contiguous",
         )
         for kind in ("embedding", "bag")
     ),
@@ -301,7 +281,7 @@ TORCH_DEFECTS: tuple[TorchDefect, ...] = (
         "argument'",
         affected=_SEEN_CUDA,
         kind="bag",
-        predicate=_cuda_max_norm_no_ids,
+        predicate=lambda case, _: _cuda_max_norm(case) and not case.ids.values,
     ),
     TorchDefect(
         id="bag-cuda-bfloat16-backward",

@@ -137,7 +137,7 @@ def sharded_boundaries(
 
     def axis(name: str, factor: int) -> Iterator[Boundary]:
         values = around_world_multiples(world, SHARDED_LIMITS[name], factor)
-        yield from _size_axis(name, turns, vocab if name == "V" else width, values)
+        yield from _size_axis(name, turns.at, vocab if name == "V" else width, values)
 
     sharded, other = ("V", "D") if sharding == "vocab" else ("D", "V")
     yield from axis(sharded, 2)

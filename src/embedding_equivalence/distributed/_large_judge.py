@@ -91,12 +91,11 @@ def judge_large(
     assert case is not None
     if case.invalid is not None:
         return list(outcomes)
-    whole = all(o.error is None for o in outcomes)
-    grad = _summed([o.weight_grad for o in outcomes]) if whole else None
-    table = _summed([o.table for o in outcomes]) if whole else None
-    merged = [
-        dataclasses.replace(o, weight_grad=grad, table=table) if whole else o for o in outcomes
-    ]
+    merged = list(outcomes)
+    if all(o.error is None for o in outcomes):
+        grad = _summed([o.weight_grad for o in outcomes])
+        table = _summed([o.table for o in outcomes])
+        merged = [dataclasses.replace(o, weight_grad=grad, table=table) for o in outcomes]
     name = large_name(candidate, case, sharding)
     oracle = EmbeddingOracle.for_call(dataclasses.replace(call, weight=call.weight.detach()))
     for o in merged:

@@ -22,6 +22,7 @@ from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import DTensor, Shard
 
 from .._engine.check import Outcome
+from .._engine.compare import zero_off_rows
 from ..oracle.expected import RowDigests, row_chunks
 from ._large import ShardedCall
 from .forms import shard_range
@@ -43,24 +44,6 @@ class LargeOutcome(Outcome):
 
     stray: tuple[int, int, list[float]] | None = None
     moved: tuple[int, int, list[float], list[float]] | None = None
-
-
-def _clean(rows: torch.Tensor, inside: torch.Tensor) -> bool:
-    """Whether every nonzero word of ``rows`` lies in its rows ``inside`` (a quick pass).
-
-    Counts nonzero 8-byte words, several times faster than comparing each value with zero;
-    ``False`` (look closer) where the rows are not whole words of a contiguous tensor.
-    """
-    if not rows.is_contiguous() or (rows.shape[1] * rows.element_size()) % 8:
-        return False
-    try:
-        total = int(torch.count_nonzero(rows.reshape(-1).view(torch.int64)))
-    except RuntimeError:  # a storage offset that is not a whole word
-        return False
-    if total == 0:
-        return True
-    picked = rows[inside.to(rows.device)].reshape(-1).view(torch.int64)
-    return total == int(torch.count_nonzero(picked))
 
 
 def _first_unreferenced(
@@ -213,7 +196,7 @@ def run_large_on_rank(
     g = grad.detach()
     found = _first_unreferenced(
         lambda a, b: g[a:b].ne(0).any(dim=1), g.shape[0], g.shape[1], local_rows,
-        clean=lambda a, b, inside: _clean(g[a:b], inside),
+        clean=lambda a, b, inside: zero_off_rows(g[a:b], inside),
     )  # fmt: skip
 
     if found is not None:

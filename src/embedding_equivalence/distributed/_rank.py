@@ -31,7 +31,7 @@ from torch.distributed.tensor import DTensor, Shard, distribute_tensor
 
 from .._engine.check import Outcome
 from .._engine.names import import_reference
-from .._engine.purity import Before, call_again, negated_values, shared_input
+from .._engine.purity import LATER, Before, call_again, negated_values, shared_input
 from ..oracle.call import Call
 from ._large import ShardedCall
 from ._large_rank import detached, plain, run_large_on_rank, wants_backward
@@ -134,10 +134,13 @@ def run_on_rank(
     weight.requires_grad_(backward)
     input = call.input.to(device)
     kwargs = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in call.kwargs.items()}
-    named = [("input", input)] + [(k, v) for k, v in kwargs.items() if isinstance(v, torch.Tensor)]
-    if "max_norm" not in kwargs:  # with max_norm the judge compares the table with the oracle's
-        named.append(("weight.to_local()", weight.to_local()))
-    before = Before.of(call, named)
+    grad_output = None if call.grad_output is None else call.grad_output.to(device)
+    # What the rank must leave as it was: its arguments, the upstream gradient (which only the
+    # backward pass sees) and its shard (with max_norm the judge compares the table instead).
+    watched = {"input": input, **kwargs, "grad_output": grad_output}
+    if "max_norm" not in kwargs:
+        watched["weight.to_local()"] = weight.to_local()
+    before = Before.of(call, [(k, v) for k, v in watched.items() if isinstance(v, torch.Tensor)])
     try:
         returned = fn(input, weight, **kwargs)
         out = plain(returned)
@@ -155,23 +158,19 @@ def run_on_rank(
         except Exception as exc:
             return _failed(outcome, exc, "forward", start)
     if wants_backward(out, backward, outcome):
-        assert call.grad_output is not None
-        grad_output = call.grad_output.to(device)
-        upstream = Before.of(call, [("grad_output", grad_output)])
         try:
             out.backward(grad_output)
             outcome.weight_grad = detached(plain(weight.grad))  # type: ignore[assignment]
         except Exception as exc:
             return _failed(outcome, exc, "backward", start)
-        outcome.side_effect = (
-            outcome.side_effect or upstream.changed("backward") or before.changed("backward")
-        )
+        outcome.side_effect = outcome.side_effect or before.changed("backward")
     if negated_values(call) is not None and isinstance(local, torch.Tensor):
         negate = torch.no_grad()(weight.neg_)  # this rank's shard, in place
-        again = call_again(fn, (input, weight), kwargs, negate, local, plain)
-        if isinstance(again.output, torch.Tensor):
-            again.output = again.output.cpu()
+        # The second output gathered whole and copied to the CPU, as the first.
+        again = call_again(fn, (input, weight), kwargs, negate, local, lambda t: detached(plain(t)))
         again.error = None if again.error is None else _portable(again.error.with_traceback(None))
         outcome.again = again
         outcome.side_effect = outcome.side_effect or before.changed("a second call")
+    # The large arguments (past STAGE_MAX_BYTES), compared once, at the end.
+    outcome.side_effect = outcome.side_effect or before.changed(LATER, last=True)
     return outcome

@@ -61,10 +61,8 @@ def _sharded_function(dim: int, device: str, max_norm: bool) -> list[str]:
             "        weight.copy_(shards.full_tensor())",
         ]
     lines.append("    out = out.full_tensor() if isinstance(out, DTensor) else out")
-    if back:
-        lines.append(f"    return out{back} if isinstance(out, torch.Tensor) else out")
-    else:
-        lines.append("    return out")
+    returned = f"out{back} if isinstance(out, torch.Tensor) else out" if back else "out"
+    lines.append(f"    return {returned}")
     return lines
 
 

@@ -1,4 +1,4 @@
-"""The checks others use (``benchmarks/other_checks.py``) and what the Verify page reads of them.
+"""The checks others use (``benchmarks/checks_elsewhere.py``) and what the Verify page reads.
 
 The three reimplemented checks must reject a plainly wrong kernel and accept ``F.embedding``;
 the right bfloat16 bag kernel must fail KernelBench's ``allclose`` on the benchmark's own
@@ -26,11 +26,12 @@ from embedding_equivalence.testing import (
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))  # the benchmark, as the script imports it
 
+import checks_elsewhere as ce  # noqa: E402
 import other_checks as oc  # noqa: E402
 
 JSON = ROOT / "docs" / "other-checks.json"
-SUM_PROBLEM = next(p for p in oc.KERNELBENCH_PROBLEMS if p.name == "EmbeddingBag_sum_offsets")
-EMBEDDING_PROBLEM = next(p for p in oc.KERNELBENCH_PROBLEMS if p.kind == "embedding")
+SUM_PROBLEM = next(p for p in ce.KERNELBENCH_PROBLEMS if p.name == "EmbeddingBag_sum_offsets")
+EMBEDDING_PROBLEM = next(p for p in ce.KERNELBENCH_PROBLEMS if p.kind == "embedding")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -48,10 +49,10 @@ def shifted_by_one(input: torch.Tensor, weight: torch.Tensor, *args: Any, **kwar
 
 
 CASES = {
-    "kernelbench": lambda fn: oc.kernelbench_case(fn, EMBEDDING_PROBLEM, torch.float32, 0),
-    "liger": lambda fn: oc.liger_case(fn, 100, 64, None),
-    "flaggems": lambda fn: oc.flaggems_embedding_case(fn, 1, True, torch.bfloat16),
-    "assert_close": lambda fn: oc.assert_close_case(fn, "embedding", 0, torch.float32, None),
+    "kernelbench": lambda fn: ce.kernelbench_case(fn, EMBEDDING_PROBLEM, torch.float32, 0),
+    "liger": lambda fn: ce.liger_case(fn, 100, 64, None),
+    "flaggems": lambda fn: ce.flaggems_embedding_case(fn, 1, True, torch.bfloat16),
+    "assert_close": lambda fn: ce.assert_close_case(fn, "embedding", 0, torch.float32, None),
 }
 
 
@@ -62,7 +63,7 @@ def test_each_check_passes_torch(check: str) -> None:
 
 @pytest.mark.parametrize("check", list(CASES))
 def test_each_check_flags_a_wrong_kernel(check: str) -> None:
-    with pytest.raises(oc.CheckFailed):
+    with pytest.raises(ce.CheckFailed):
         CASES[check](shifted_by_one)
 
 
@@ -70,18 +71,18 @@ def test_a_kernel_that_raises_is_flagged() -> None:
     def refuses(input: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError("int64 ids only")
 
-    with pytest.raises(oc.CheckFailed, match="raised NotImplementedError"):
-        oc.assert_close_case(refuses, "embedding", 1, torch.float16, None)
+    with pytest.raises(ce.CheckFailed, match="raised NotImplementedError"):
+        ce.assert_close_case(refuses, "embedding", 1, torch.float16, None)
 
 
 def test_bfloat16_pairwise_bag_fails_allclose_and_passes_the_bound() -> None:
-    inputs = oc.kernelbench_inputs(SUM_PROBLEM, torch.bfloat16, 0)
+    inputs = ce.kernelbench_inputs(SUM_PROBLEM, torch.bfloat16, 0)
     ids, weight, offsets = inputs["input"], inputs["weight"], inputs["offsets"]
     out = oc.bag_summed_pairwise(ids, weight, offsets, mode="sum")
     reference = F.embedding_bag(ids, weight, offsets, mode="sum")
     assert not torch.allclose(reference, out, atol=1e-2, rtol=1e-2)
-    with pytest.raises(oc.CheckFailed, match=r"allclose\(atol=rtol=0.01\) failed"):
-        oc.kernelbench_case(oc.bag_summed_pairwise, SUM_PROBLEM, torch.bfloat16, 0)
+    with pytest.raises(ce.CheckFailed, match=r"allclose\(atol=rtol=0.01\) failed"):
+        ce.kernelbench_case(oc.bag_summed_pairwise, SUM_PROBLEM, torch.bfloat16, 0)
     # The derived bound accepts it (KernelBench judges the output only).
     assert_bag_forward_equivalent(oc.bag_summed_pairwise, ids, weight, offsets, mode="sum")
 

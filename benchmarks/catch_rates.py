@@ -82,6 +82,12 @@ LARGE = {
 }
 GOAL_SECONDS = 2.0
 
+
+def _compiled_control(seed: int) -> Any:
+    torch._dynamo.reset()
+    return ee.verify_embedding(torch.compile(F.embedding), seed=seed)
+
+
 #: A right kernel per family, verified as that family's mutants are: the passing run's time.
 #: The compiled family's is compiled afresh (dynamo's caches reset), as a user's run would be.
 CONTROLS: dict[str, tuple[str, Callable[[int], Any]]] = {
@@ -102,18 +108,13 @@ CONTROLS: dict[str, tuple[str, Callable[[int], Any]]] = {
         "vocab_parallel_embedding",
         lambda seed: verify_sharded_embedding(vocab_parallel_embedding, seed=seed),
     ),
-    "compiled": ("torch.compile(F.embedding)", lambda seed: _compiled_control(seed)),
+    "compiled": ("torch.compile(F.embedding)", _compiled_control),
     "value": ("F.embedding", lambda seed: ee.verify_embedding(F.embedding, seed=seed)),
     "purity": (
         "F.embedding, deterministic",
         lambda seed: ee.verify_embedding(F.embedding, seed=seed, deterministic=True),
     ),
 }
-
-
-def _compiled_control(seed: int) -> Any:
-    torch._dynamo.reset()
-    return ee.verify_embedding(torch.compile(F.embedding), seed=seed)
 
 
 @dataclass

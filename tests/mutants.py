@@ -152,10 +152,14 @@ def _custom_lookup(
     return out.reshape(*input.shape, weight.shape[1])
 
 
-def _accumulate(ids: torch.Tensor, grad: torch.Tensor, rows: int) -> torch.Tensor:
-    """The correct backward: ``index_add`` of the upstream rows."""
-    zeros = torch.zeros(rows, grad.shape[-1], dtype=grad.dtype, device=grad.device)
-    return zeros.index_add_(0, ids, grad)
+def _accumulate(
+    ids: torch.Tensor, grad: torch.Tensor, rows: int, buffer: torch.dtype | None = None
+) -> torch.Tensor:
+    """The correct backward: ``index_add`` of the upstream rows (in a ``buffer`` of another
+    dtype, then rounded back, for a mutant whose accumulator is narrower)."""
+    dtype = buffer or grad.dtype
+    zeros = torch.zeros(rows, grad.shape[-1], dtype=dtype, device=grad.device)
+    return zeros.index_add_(0, ids, grad.to(dtype)).to(grad.dtype)
 
 
 def _counts(ids: torch.Tensor, rows: int) -> torch.Tensor:
@@ -459,8 +463,7 @@ def grad_accumulated_in_float16(
     far outside their error bound."""
 
     def half_accumulate(ids: torch.Tensor, grad: torch.Tensor, rows: int) -> torch.Tensor:
-        buffer = torch.zeros(rows, grad.shape[-1], dtype=torch.float16, device=grad.device)
-        return buffer.index_add_(0, ids, grad.half()).to(grad.dtype)
+        return _accumulate(ids, grad, rows, torch.float16)
 
     return _custom_lookup(input, weight, padding_idx, max_norm, norm_type, half_accumulate)
 

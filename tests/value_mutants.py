@@ -54,10 +54,8 @@ def bfloat16_gradients_summed_in_float16(
     float16's range flush to zero, where bfloat16 holds both."""
 
     def rule(ids: torch.Tensor, grad: torch.Tensor, rows: int) -> torch.Tensor:
-        if grad.dtype != torch.bfloat16:
-            return _accumulate(ids, grad, rows)
-        buffer = torch.zeros(rows, grad.shape[-1], dtype=torch.float16, device=grad.device)
-        return buffer.index_add_(0, ids, grad.half()).to(grad.dtype)
+        buffer = torch.float16 if grad.dtype == torch.bfloat16 else None
+        return _accumulate(ids, grad, rows, buffer)
 
     return _custom_lookup(input, weight, padding_idx, max_norm, norm_type, rule)
 

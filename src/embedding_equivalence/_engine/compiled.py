@@ -7,7 +7,11 @@ which would verify eager code under the compiled candidate's name. While a verif
 [`compiled_context`][] raises that limit (and restores it afterwards), and
 [`CompiledRunner`][] reads dynamo's counters around each call: an example during which
 dynamo gave up on a frame (a graph break, an error while tracing, a limit) ran at least partly
-eagerly, and is counted as a fallback with its reason. The report states both counts.
+eagerly, and is counted as a fallback with its reason. The report states both counts, and
+how many graphs dynamo compiled: one per new guard set, not one per example, since dynamo
+makes a size dynamic once it changes and the second call of the purity checks runs in the
+first call's global state (so it reaches the same graph; see
+[`call_again`][embedding_equivalence._engine.purity.call_again]).
 """
 
 from __future__ import annotations
@@ -36,6 +40,13 @@ def compiled_context() -> Iterator[None]:
         yield
 
 
+def _graphs() -> int:
+    """The graphs dynamo has compiled in this process."""
+    from torch._dynamo.utils import counters
+
+    return counters["stats"]["unique_graphs"]
+
+
 def _gave_up() -> Counter[str]:
     """Dynamo's counts of frames it did not compile, by reason (a graph break is one)."""
     from torch._dynamo.utils import counters
@@ -61,13 +72,16 @@ class CompiledRunner:
         self.compiled = 0
         self.fell_back = 0
         self.reasons: Counter[str] = Counter()
+        self.graphs = 0
         self.counting = True  # off after the first failure: shrinking is not counted
 
     def __call__(self, candidate: Callable[..., Any], call: Call) -> Outcome | Sequence[Outcome]:
         """Run ``call``; count it as compiled or as a fallback."""
-        before = _gave_up()
+        before, graphs = _gave_up(), _graphs()
         outcome = self.base(candidate, call)
         new = _gave_up() - before
+        if self.counting:
+            self.graphs += _graphs() - graphs
         if self.counting and new:
             self.fell_back += 1
             self.reasons.update(set(new))
@@ -77,4 +91,5 @@ class CompiledRunner:
 
     def summary(self) -> CompiledRun:
         """The counts, as the report's record of a compiled run."""
-        return CompiledRun(self.compiled, self.fell_back, dict(self.reasons.most_common()))
+        reasons = dict(self.reasons.most_common())
+        return CompiledRun(self.compiled, self.fell_back, reasons, self.graphs)

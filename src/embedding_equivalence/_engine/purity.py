@@ -16,7 +16,8 @@ process group) checks, around every call of the candidate:
   new one (no state kept between calls, no answer cached by address). The second call runs
   with torch's deterministic algorithms on, which fill the memory that ``torch.empty`` and
   its like allocate with NaN: memory the kernel allocates and does not write cannot pass as
-  zeros. The table is negated back afterwards.
+  zeros (a ``torch.compile``d candidate's second call keeps the first's state, to reach the
+  same graph: see [`call_again`][]). The table is negated back afterwards.
 
 [`run_in_process`]: embedding_equivalence._engine.check.run_in_process
 """
@@ -33,6 +34,7 @@ import torch
 
 from ..oracle.call import Call
 from ..oracle.expected import RowDigests
+from .names import is_compiled
 from .repro import format_float
 
 #: What ``F.embedding`` leaves unchanged, by argument.
@@ -264,11 +266,18 @@ def call_again(
 
     Returns:
         The [`Again`][]; ``output`` is a copy taken before the table is negated back.
+
+    A ``torch.compile``d candidate is called again in the first call's global state, not with
+    new memory poisoned: dynamo guards on torch's deterministic flag, so a poisoned call would
+    run another graph (compiled for that state) and miss what the first graph keeps, such as
+    the static output buffers of ``mode="reduce-overhead"``; it would also compile every graph
+    twice. To poison a compiled candidate's new memory, verify it under
+    ``torch.use_deterministic_algorithms(True)``: both calls then run that graph.
     """
     kept = first.detach().clone()
     negate()
     try:
-        with poisoned_memory():
+        with contextlib.nullcontext() if is_compiled(fn) else poisoned_memory():
             out = plain(fn(*args, **kwargs))
         again = Again(out.detach().clone() if isinstance(out, torch.Tensor) else out)
     except Exception as exc:

@@ -37,11 +37,15 @@ class CompiledRun:
         eager_fallbacks: examples during which it gave up on one (a graph break, an error
             while tracing, a limit) and ran at least partly eagerly.
         fallback_reasons: those examples counted by dynamo's reason, most frequent first.
+        graphs: the graphs dynamo compiled for them (one per new guard set: a dtype, an
+            index dtype, a rank, a layout, an option's value; sizes are dynamic after the
+            first change).
     """
 
     examples: int = 0
     eager_fallbacks: int = 0
     fallback_reasons: dict[str, int] = field(default_factory=dict)
+    graphs: int = 0
 
 
 @dataclass(frozen=True)
@@ -182,6 +186,7 @@ def _merge_compiled(runs: Sequence[CompiledRun]) -> CompiledRun:
         examples=sum(r.examples for r in runs),
         eager_fallbacks=sum(r.eager_fallbacks for r in runs),
         fallback_reasons=dict(reasons.most_common()),
+        graphs=sum(r.graphs for r in runs),
     )
 
 
@@ -244,7 +249,7 @@ def _compiled_text(compiled: CompiledRun | None) -> str:
         return ""
     text = (
         f"; compiled: {compiled.examples} examples ran compiled, "
-        f"{compiled.eager_fallbacks} fell back to eager"
+        f"{compiled.eager_fallbacks} fell back to eager, {compiled.graphs} graphs compiled"
     )
     if compiled.fallback_reasons:
         text += " (" + "; ".join(f"{n}x {r}" for r, n in compiled.fallback_reasons.items()) + ")"

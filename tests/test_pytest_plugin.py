@@ -168,3 +168,89 @@ def test_a_users_verification_through_the_fixtures(pytester: pytest.Pytester) ->
     result.stdout.fnmatch_lines(
         ["*embedding_equivalence.EquivalenceError*", "*Minimal counterexample*"]
     )
+
+
+ROWS_TEST = """
+    import json
+
+    import torch
+
+    import embedding_equivalence as ee
+
+    def recording(candidate, **kwargs):
+        '''Writes what the row asked for, then runs one cheap verification.'''
+        with open("calls.jsonl", "a") as calls:
+            calls.write(json.dumps({k: str(v) for k, v in kwargs.items()}) + "\\n")
+        return ee.verify_embedding(
+            candidate, dtypes=[torch.float32], devices=["cpu"], max_examples=1,
+            boundaries=False, seed=kwargs["seed"],
+        )
+
+    def test_kernel(embedding_verify):
+        report = embedding_verify(ee.lookup_embedding, verifier=recording, seed=0)
+        assert report.passed
+
+    def test_owned_arguments_are_refused(embedding_verify):
+        embedding_verify(ee.lookup_embedding, dtypes=[torch.float32])
+    """
+
+
+@pytest.mark.usefixtures("_verification_imported")
+def test_embedding_verify_runs_the_boundary_phase_once_per_device(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    monkeypatch.setenv(DEVICES_ENV, "cpu")
+    pytester.makepyfile(ROWS_TEST)
+    result = _run(pytester, "--embedding-max-examples", "7", "-k", "test_kernel")
+    names = [
+        "boundaries",
+        *(str(dt).removeprefix("torch.") for dt in supported_float_dtypes("cpu")),
+    ]
+    result.stdout.fnmatch_lines([f"*test_kernel?cpu-{name}? PASSED*" for name in names])
+    result.assert_outcomes(passed=len(names))
+    calls = [json.loads(line) for line in (pytester.path / "calls.jsonl").read_text().splitlines()]
+    dtypes = [str(dt) for dt in supported_float_dtypes("cpu")]
+    assert calls[0] == {
+        "dtypes": str(tuple(supported_float_dtypes("cpu"))), "devices": "['cpu']",
+        "boundaries": "True", "max_examples": "1", "seed": "0",
+    }  # fmt: skip
+    assert [(c["dtypes"], c["boundaries"], c["max_examples"]) for c in calls[1:]] == [
+        (f"({dt},)", "False", "7") for dt in dtypes
+    ]
+
+
+def test_embedding_verify_refuses_what_the_row_sets(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(DEVICES_ENV, "cpu")
+    pytester.makepyfile(ROWS_TEST)
+    result = _run(pytester, "-k", "test_owned_arguments_are_refused and float32")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*InvalidArgument: embedding_verify sets dtypes for its row; call verify_embedding(...)*"]
+    )
+
+
+@pytest.mark.slow  # the boundary phase in every dtype, to its N axis
+@pytest.mark.usefixtures("_verification_imported")
+def test_the_boundary_row_catches_a_size_bug_the_dtype_rows_miss(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(DEVICES_ENV, "cpu")
+    pytester.makepyfile(
+        """
+        import torch.nn.functional as F
+
+        def wrong_past_1024(input, weight):
+            out = F.embedding(input, weight)
+            return out if input.numel() <= 1024 else out * 2
+
+        def test_kernel(embedding_verify):
+            embedding_verify(wrong_past_1024, seed=0)
+        """
+    )
+    result = _run(pytester, "--embedding-max-examples", "20")
+    result.stdout.fnmatch_lines(["*test_kernel?cpu-boundaries? FAILED*", "*fails from N = 1,025*"])
+    result.assert_outcomes(failed=1, passed=len(supported_float_dtypes("cpu")))

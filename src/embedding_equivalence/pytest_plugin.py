@@ -7,7 +7,14 @@ It gives your own test suite, with no configuration:
   generated (no ``float64`` on MPS);
 - ``embedding_device``: parametrizes over the selected devices (ids ``cpu``, ``cuda``, ``mps``);
 - ``embedding_max_examples``: the example budget from ``--embedding-max-examples`` (default
-  100), to pass to [`verify_embedding`][embedding_equivalence.verify_embedding] or to ``settings``.
+  100), to pass to [`verify_embedding`][embedding_equivalence.verify_embedding] or to ``settings``;
+- ``embedding_verify``: the recommended pattern, a verifier for each row of a test: a
+  ``cpu-boundaries`` row per device runs the boundary phase once for every dtype of the device
+  (the dtypes take turns along its axes), and a ``cpu-float32`` row per device and dtype runs
+  that dtype's random examples without repeating the phase. The boundary phase costs as much
+  as the random examples of all dtypes together, so the same rows built with
+  ``embedding_device_dtype`` and ``verify_embedding(..., dtypes=[dtype])`` pay for it once per
+  dtype (``benchmarks/plugin_cost.py`` prints both).
 
 Which devices: by default, those present on the machine
 ([`available_devices`][embedding_equivalence.strategies.available_devices]), so a CPU-only machine
@@ -20,6 +27,13 @@ it, so a GPU run can demand its GPU instead of passing on the CPU alone::
     EMBEDDING_TEST_DEVICES=cpu,cuda python -m pytest
 
 Examples:
+    ```python
+    def test_my_kernel(embedding_verify):
+        embedding_verify(my_embedding, options=["padding_idx"])  # raises on a failure
+    ```
+
+    The same rows by hand (each row runs the boundary phase in its dtype):
+
     ```python
     import embedding_equivalence as ee
 
@@ -35,13 +49,19 @@ Examples:
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import pytest
+import torch
 
 from ._cli.usage import int_at_least
 from ._draw.tensors import available_devices, supported_float_dtypes
 from ._engine.arguments import DEFAULT_MAX_EXAMPLES
+
+if TYPE_CHECKING:
+    from ._engine.report import VerificationReport
 from .forms.dtypes import dtype_name
 
 __all__ = [
@@ -50,6 +70,7 @@ __all__ = [
     "pytest_addoption",
     "pytest_configure",
     "pytest_generate_tests",
+    "Row",
     "selected_devices",
     "session_devices",
 ]
@@ -121,9 +142,45 @@ def pytest_configure(config: pytest.Config) -> None:
     session_devices(config)
 
 
+@dataclass(frozen=True)
+class Row:
+    """A row of ``embedding_verify``: what its verification runs.
+
+    Attributes:
+        device: the row's device.
+        dtypes: its dtypes: every dtype of the device for the boundary row, else one.
+        boundaries: whether it is the boundary row (the boundary phase and one random
+            example) or a dtype's row (random examples only).
+    """
+
+    device: str
+    dtypes: tuple[torch.dtype, ...]
+    boundaries: bool
+
+    @property
+    def id(self) -> str:
+        """The row's test id: ``cpu-boundaries``, ``cpu-float32``."""
+        return f"{self.device}-{'boundaries' if self.boundaries else dtype_name(self.dtypes[0])}"
+
+
+def _rows(devices: list[str]) -> list[Row]:
+    """Per device, its boundary row, then a row per dtype."""
+    rows = []
+    for device in devices:
+        dtypes = tuple(supported_float_dtypes(device))
+        rows.append(Row(device, dtypes, boundaries=True))
+        rows.extend(Row(device, (dtype,), boundaries=False) for dtype in dtypes)
+    return rows
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Parametrize the ``embedding_device`` and ``embedding_device_dtype`` fixtures."""
+    """Parametrize ``embedding_device``, ``embedding_device_dtype`` and ``embedding_verify``."""
     names, devices = metafunc.fixturenames, session_devices(metafunc.config)
+    if "embedding_verify" in names:
+        rows = _rows(devices)
+        metafunc.parametrize(
+            "embedding_verify", [pytest.param(r, id=r.id) for r in rows], indirect=True
+        )
     if "embedding_device_dtype" in names:
         params = [
             pytest.param((device, dtype), id=f"{device}-{dtype_name(dtype)}")
@@ -141,3 +198,43 @@ def embedding_max_examples(request: pytest.FixtureRequest) -> int:
     value = request.config.getoption("--embedding-max-examples", default=DEFAULT_MAX_EXAMPLES)
     assert isinstance(value, int)  # the option's type checked it when the command was parsed
     return value
+
+
+@pytest.fixture
+def embedding_verify(
+    request: pytest.FixtureRequest, embedding_max_examples: int
+) -> Callable[..., VerificationReport]:
+    """A verifier for this row; it raises ``EquivalenceError`` on a failure.
+
+    Call it as ``embedding_verify(candidate, verifier=ee.verify_embedding, **kwargs)``:
+    ``verifier`` is [`verify_embedding`][embedding_equivalence.verify_embedding] (the
+    default), [`verify_embedding_bag`][embedding_equivalence.verify_embedding_bag] or
+    [`verify_quantized_embedding`][embedding_equivalence.verify_quantized_embedding], and
+    ``kwargs`` go to it (``options``, ``seed``, the sizes, ...); the row sets ``dtypes``,
+    ``devices``, ``boundaries`` and ``max_examples`` (``--embedding-max-examples`` for a
+    dtype's row, one random example for the boundary row). Returns the passing report.
+    """
+    from hypothesis.errors import InvalidArgument
+
+    from ._engine.verify import verify_embedding  # here: a session without the fixture is light
+
+    row: Row = request.param
+
+    def verify(
+        candidate: Callable[..., Any],
+        verifier: Callable[..., VerificationReport] = verify_embedding,
+        **kwargs: Any,
+    ) -> VerificationReport:
+        if owned := sorted(set(kwargs) & {"dtypes", "devices", "boundaries", "max_examples"}):
+            raise InvalidArgument(
+                f"embedding_verify sets {', '.join(owned)} for its row; call "
+                f"{getattr(verifier, '__name__', 'the verifier')}(...) directly to choose them"
+            )
+        report = verifier(
+            candidate, dtypes=row.dtypes, devices=[row.device], boundaries=row.boundaries,
+            max_examples=1 if row.boundaries else embedding_max_examples, **kwargs,
+        )  # fmt: skip
+        report.raise_for_failure()
+        return report
+
+    return verify

@@ -31,7 +31,13 @@ from embedding_equivalence.distributed.forms import (
     partial_norms,
     shard_range,
 )
-from embedding_equivalence.forms.renorm import grad_row_scale, renorm_rows_, scale_rows_
+from embedding_equivalence.forms.renorm import (
+    grad_row_scale,
+    position_counts,
+    renorm_rows_,
+    scale_rows_,
+    stop_padding_grad,
+)
 from embedding_equivalence.forms.validation import check_embedding_args, check_ids_in_range
 
 __all__ = [
@@ -77,6 +83,15 @@ def _checked(
         dist.get_world_size(group),
         dist.get_rank(group),
     )
+
+
+def _scaled_by_freq(
+    rows: torch.Tensor, flat: torch.Tensor, vocab: int, scale_grad_by_freq: bool
+) -> torch.Tensor:
+    """Each position's gradient divided by its id's count before a row's terms are summed."""
+    if not scale_grad_by_freq:
+        return rows
+    return stop_padding_grad(rows, flat, None, position_counts(flat, vocab))
 
 
 def hand_written_vocab_parallel(
@@ -127,9 +142,12 @@ def hand_written_vocab_parallel(
         rows = F.embedding(local_ids, local, own_padding, scale_grad_by_freq=scale_grad_by_freq)
         partial = torch.where(owned[:, None], rows, torch.zeros_like(rows))
     else:
-        w = grad_row_scale(local, local_ids[owned], own_padding, scale_grad_by_freq)
+        w = grad_row_scale(local, local_ids[owned], own_padding, False)
         rows = F.embedding(local_ids, w)
         partial = torch.where(owned[:, None], rows, torch.zeros_like(rows))
+        partial = _scaled_by_freq(partial, flat, vocab, scale_grad_by_freq)
+    if bug == "subnormals_flushed":  # a reduction that flushes subnormals to zero (FTZ)
+        partial = torch.where(partial.abs() < torch.finfo(partial.dtype).tiny, 0.0, partial)
     if bug == "all_reduce_missing":
         out = partial
     elif bug == "all_reduce_differentiated":
@@ -174,8 +192,8 @@ def hand_written_dim_parallel(
             norms = powered.pow(1.0 / norm_type)
         scale_rows_(shard, unique, norms, max_norm)
     local = weight.to_local()
-    w = grad_row_scale(local, flat, padding, scale_grad_by_freq)
-    rows = w[flat]
+    w = grad_row_scale(local, flat, padding, False)
+    rows = _scaled_by_freq(w[flat], flat, weight.shape[0], scale_grad_by_freq)
     if bug == "all_gather_backward_sums_ranks":
         if local.shape[1] != math.ceil(dim / world) or dim % world:
             # torch.distributed.nn's all_gather needs equal blocks: pad as the kernel would.
@@ -266,6 +284,14 @@ frequency_counts_masked_ids = _mutant(
     "frequency_counts_masked_ids",
     "``F.embedding(scale_grad_by_freq=True)`` on masked ids counts each unowned id as row 0.",
 )
+subnormals_flushed = _mutant(
+    hand_written_vocab_parallel,
+    "subnormals_flushed",
+    "subnormals_flushed",
+    "Each rank's partial result flushed to zero below the dtype's smallest normal number before "
+    "the all-reduce (a reduction compiled with flush-to-zero): right on every drawn value, "
+    "wrong on a subnormal table entry.",
+)
 max_norm_of_local_columns = _mutant(
     hand_written_dim_parallel,
     "max_norm_of_local_columns",
@@ -300,6 +326,7 @@ SHARDED_MUTANTS: tuple[ShardedMutant, ...] = tuple(
         (all_reduce_differentiated, "vocab", (), _GRAD),
         (padding_idx_as_local_row, "vocab", ("padding_idx",), _GRAD),
         (frequency_counts_masked_ids, "vocab", ("scale_grad_by_freq",), _GRAD),
+        (subnormals_flushed, "vocab", (), _OUT),
         (max_norm_of_local_columns, "dim", ("max_norm",), _RENORM),
         (all_gather_backward_sums_ranks, "dim", (), _GRAD),
         (all_gather_in_reverse_rank_order, "dim", (), _OUT),

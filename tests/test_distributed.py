@@ -378,7 +378,7 @@ def test_sharded_boundaries_sit_at_every_shard_edge(sharding: str, world: int) -
     assert [(b.label, b.case) for b in phase] == [(b.label, b.case) for b in again]  # data
     axes = [b.axis for b in phase]
     assert axes[0] == ("V" if sharding == "vocab" else "D")  # a chunking bug is named by size
-    assert {"edge", "options", "bad input", "V", "D"} <= set(axes)
+    assert {"edge", "options", "value", "bad input", "V", "D"} <= set(axes)
     assert "sparse" not in {k for b in phase for k in b.case.kwargs}
     vocab = [b for b in phase if b.axis == "V"]
     factor = 2 if sharding == "vocab" else 4  # the axis that is not split is sparser

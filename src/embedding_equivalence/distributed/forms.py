@@ -35,7 +35,13 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.distributed.tensor import DTensor, Shard
 
-from ..forms.renorm import grad_row_scale, renorm_rows_, scale_rows_
+from ..forms.renorm import (
+    grad_row_scale,
+    position_counts,
+    renorm_rows_,
+    scale_rows_,
+    stop_padding_grad,
+)
 from ..forms.validation import check_embedding_args, check_ids_in_range
 
 
@@ -150,6 +156,19 @@ def _check_call(
     return padding, flat, local, group, dist.get_world_size(group), dist.get_rank(group)
 
 
+def _scaled_by_freq(
+    rows: torch.Tensor, flat: torch.Tensor, vocab: int, scale_grad_by_freq: bool
+) -> torch.Tensor:
+    """``rows`` whose gradient is divided by each position's id count, with the option on.
+
+    Dividing each term before a row's terms are summed, as ``F.embedding`` does: the row's
+    sum may overflow where the divided terms do not (two float16 gradients of 49,152).
+    """
+    if not scale_grad_by_freq:
+        return rows
+    return stop_padding_grad(rows, flat, None, position_counts(flat, vocab))
+
+
 def _vocab_parallel(
     input: torch.Tensor,
     weight: DTensor,
@@ -168,8 +187,7 @@ def _vocab_parallel(
         renorm_rows_(local, local_ids, max_norm, norm_type)  # whole rows live on one rank
     local = weight.to_local()  # differentiable: its gradient is weight.grad's shard
     own_padding = padding - start if padding is not None and start <= padding < stop else None
-    # Every occurrence of an owned id is in local_ids: its count is the global count.
-    w = grad_row_scale(local, local_ids, own_padding, scale_grad_by_freq)
+    w = grad_row_scale(local, local_ids, own_padding, False)
     if matmul or stop == start:  # a rank without rows contributes zeros, still connected
         # The block one-hot, (N, rows of the shard): only the matmul form pays for it.
         one_hot = torch.zeros((flat.shape[0], stop - start), dtype=local.dtype, device=local.device)
@@ -179,8 +197,10 @@ def _vocab_parallel(
         rows = F.embedding(torch.where(owned, flat - start, 0), w)
         # where, not a product: an unowned position is an exact zero even if row 0 is inf.
         partial = torch.where(owned[:, None], rows, torch.zeros_like(rows))
+    # scale_grad_by_freq divides each position's gradient by its id's count in the whole
+    # input (the same on every rank) before the rows sum them, as F.embedding does.
+    partial = _scaled_by_freq(partial, flat, weight.shape[0], scale_grad_by_freq)
     out = AllReduceForwardIdentityBackward.apply(partial, group)
-    assert isinstance(out, torch.Tensor)
     return out.reshape(*input.shape, weight.shape[1])
 
 
@@ -317,17 +337,16 @@ def dim_parallel_embedding(
         ValueError: ``weight`` is not ``Shard(1)`` over a 1-D mesh, or as the unsharded forms.
         IndexError: an id outside ``[0, V)``.
     """
-    fn = "dim_parallel_embedding"
     padding, flat, local, group, _, _ = _check_call(
-        input, weight, (padding_idx, max_norm, norm_type), 1, fn
+        input, weight, (padding_idx, max_norm, norm_type), 1, "dim_parallel_embedding"
     )
     if max_norm is not None and flat.numel():
         _renorm_whole_rows_(local, flat, max_norm, norm_type, group)
     local = weight.to_local()  # differentiable: its gradient is weight.grad's shard
-    w = grad_row_scale(local, flat, padding, scale_grad_by_freq)
+    w = grad_row_scale(local, flat, padding, False)
     rows = w[flat] if local.shape[1] == 0 else F.embedding(flat, w)
+    rows = _scaled_by_freq(rows, flat, weight.shape[0], scale_grad_by_freq)
     out = AllGatherForwardSplitBackward.apply(rows, group, weight.shape[1])
-    assert isinstance(out, torch.Tensor)
     return out.reshape(*input.shape, weight.shape[1])
 
 

@@ -21,7 +21,7 @@ Timing: ``torch.utils.benchmark.Timer.blocked_autorange`` with the intra-op thre
 the CPU the default clock is the process's CPU time (``time.process_time``), which does not count
 the time spent waiting for a core on a shared machine; ``--clock wall`` gives elapsed time (always
 used on CUDA, synchronised). A dense form whose one-hot cannot fit
-([`check_one_hot_fits`][embedding_equivalence.forms.memory.check_one_hot_fits]) is skipped with
+([`check_dense_fits`][embedding_equivalence.forms.memory.check_dense_fits]) is skipped with
 a note.
 
 **Calibration and the model.** Before the sweep, glibc's allocator is put in its steady state

@@ -18,7 +18,7 @@ import torch
 from embedding_equivalence.forms.memory import (
     OneHotTooLargeError,
     available_memory_bytes,
-    check_one_hot_fits,
+    check_dense_fits,
     format_bytes,
 )
 
@@ -82,7 +82,7 @@ def _one_hot_skip_note(
     if not form.impl.dense_one_hot:
         return None
     try:
-        check_one_hot_fits(n, v, dtype, device, form.impl.name)
+        check_dense_fits(n, "ids", v, dtype, device, form.impl.name)
     except OneHotTooLargeError:
         available = available_memory_bytes(device)
         return (

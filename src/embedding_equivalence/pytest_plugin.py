@@ -50,15 +50,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pytest
-import torch
 
 from ._cli.usage import int_at_least
 from ._draw.tensors import available_devices, supported_float_dtypes
-from ._engine.arguments import DEFAULT_MAX_EXAMPLES
+from ._engine.arguments import DEFAULT_MAX_EXAMPLES, phase_rows
 
 if TYPE_CHECKING:
     from ._engine.report import VerificationReport
@@ -70,7 +68,6 @@ __all__ = [
     "pytest_addoption",
     "pytest_configure",
     "pytest_generate_tests",
-    "Row",
     "selected_devices",
     "session_devices",
 ]
@@ -142,45 +139,32 @@ def pytest_configure(config: pytest.Config) -> None:
     session_devices(config)
 
 
-@dataclass(frozen=True)
-class Row:
-    """A row of ``embedding_verify``: what its verification runs.
+def _rows(devices: list[str], max_examples: int) -> list[Any]:
+    """Per device, its boundary row, then a row per dtype ([`phase_rows`][]), with their ids.
 
-    Attributes:
-        device: the row's device.
-        dtypes: its dtypes: every dtype of the device for the boundary row, else one.
-        boundaries: whether it is the boundary row (the boundary phase and one random
-            example) or a dtype's row (random examples only).
+    A row is ``(device, dtypes, boundaries, max_examples)``; its id ``cpu-boundaries`` (every
+    dtype of the device) or ``cpu-float32``.
+
+    [`phase_rows`]: embedding_equivalence._engine.arguments.phase_rows
     """
-
-    device: str
-    dtypes: tuple[torch.dtype, ...]
-    boundaries: bool
-
-    @property
-    def id(self) -> str:
-        """The row's test id: ``cpu-boundaries``, ``cpu-float32``."""
-        return f"{self.device}-{'boundaries' if self.boundaries else dtype_name(self.dtypes[0])}"
-
-
-def _rows(devices: list[str]) -> list[Row]:
-    """Per device, its boundary row, then a row per dtype."""
-    rows = []
-    for device in devices:
-        dtypes = tuple(supported_float_dtypes(device))
-        rows.append(Row(device, dtypes, boundaries=True))
-        rows.extend(Row(device, (dtype,), boundaries=False) for dtype in dtypes)
-    return rows
+    return [
+        pytest.param(
+            (device, dtypes, boundaries, budget),
+            id=f"{device}-{dtype_name(dtypes[0]) if len(dtypes) == 1 else 'boundaries'}",
+        )
+        for device in devices
+        for dtypes, boundaries, budget in phase_rows(
+            supported_float_dtypes(device), True, max_examples
+        )
+    ]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Parametrize ``embedding_device``, ``embedding_device_dtype`` and ``embedding_verify``."""
     names, devices = metafunc.fixturenames, session_devices(metafunc.config)
     if "embedding_verify" in names:
-        rows = _rows(devices)
-        metafunc.parametrize(
-            "embedding_verify", [pytest.param(r, id=r.id) for r in rows], indirect=True
-        )
+        rows = _rows(devices, _budget(metafunc.config))
+        metafunc.parametrize("embedding_verify", rows, indirect=True)
     if "embedding_device_dtype" in names:
         params = [
             pytest.param((device, dtype), id=f"{device}-{dtype_name(dtype)}")
@@ -192,18 +176,20 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("embedding_device", [pytest.param(d, id=d) for d in devices])
 
 
-@pytest.fixture
-def embedding_max_examples(request: pytest.FixtureRequest) -> int:
-    """The example budget given by ``--embedding-max-examples`` (default 100)."""
-    value = request.config.getoption("--embedding-max-examples", default=DEFAULT_MAX_EXAMPLES)
+def _budget(config: pytest.Config) -> int:
+    value = config.getoption("--embedding-max-examples", default=DEFAULT_MAX_EXAMPLES)
     assert isinstance(value, int)  # the option's type checked it when the command was parsed
     return value
 
 
 @pytest.fixture
-def embedding_verify(
-    request: pytest.FixtureRequest, embedding_max_examples: int
-) -> Callable[..., VerificationReport]:
+def embedding_max_examples(request: pytest.FixtureRequest) -> int:
+    """The example budget given by ``--embedding-max-examples`` (default 100)."""
+    return _budget(request.config)
+
+
+@pytest.fixture
+def embedding_verify(request: pytest.FixtureRequest) -> Callable[..., VerificationReport]:
     """A verifier for this row; it raises ``EquivalenceError`` on a failure.
 
     Call it as ``embedding_verify(candidate, verifier=ee.verify_embedding, **kwargs)``:
@@ -218,7 +204,7 @@ def embedding_verify(
 
     from ._engine.verify import verify_embedding  # here: a session without the fixture is light
 
-    row: Row = request.param
+    device, dtypes, boundaries, max_examples = request.param
 
     def verify(
         candidate: Callable[..., Any],
@@ -231,8 +217,8 @@ def embedding_verify(
                 f"{getattr(verifier, '__name__', 'the verifier')}(...) directly to choose them"
             )
         report = verifier(
-            candidate, dtypes=row.dtypes, devices=[row.device], boundaries=row.boundaries,
-            max_examples=1 if row.boundaries else embedding_max_examples, **kwargs,
+            candidate, dtypes=dtypes, devices=[device], boundaries=boundaries,
+            max_examples=max_examples, **kwargs,
         )  # fmt: skip
         report.raise_for_failure()
         return report

@@ -32,7 +32,7 @@ from hypothesis.errors import InvalidArgument
 
 from .._draw.strategies import QUANTIZED_SCALE_DTYPES
 from .._draw.tensors import available_devices, device_problem, dtypes_on, float_dtypes
-from .._engine.arguments import draw_seed
+from .._engine.arguments import draw_seed, phase_rows
 from .._engine.bench import bench_embedding
 from .._engine.check import EquivalenceError
 from .._engine.names import import_reference
@@ -63,11 +63,6 @@ from .usage import UsageError, csv_list
 #: The version of ``bench --json``'s fields.
 BENCH_SCHEMA = "embedding-equivalence-bench/1"
 
-#: Random examples of a row that runs the boundary phase for several dtypes (the verifiers
-#: take no budget of 0).
-_BOUNDARY_CELL_EXAMPLES = 1
-
-
 #: The columns of the results table after "result" (see ``emit_results``).
 _COLUMNS = (
     "implementation", "options", "device", "dtype", "phases", "examples#", "worst/bound#",
@@ -96,17 +91,12 @@ class _Cell:
 
 
 def _cells(cell: _Cell) -> list[_Cell]:
-    """The rows of ``cell``'s target with its options on its device: one per dtype.
+    """The rows of ``cell``'s target with its options on its device ([`phase_rows`][]).
 
-    With the boundary phase on and several dtypes, a first row runs the boundary examples once
-    for them all (the dtypes take turns along each axis; its budget is one random example),
-    and the rows of one dtype run their random examples without repeating the phase.
+    [`phase_rows`]: embedding_equivalence._engine.arguments.phase_rows
     """
-    rows = [replace(cell, dtypes=(dt,)) for dt in cell.dtypes]
-    if not cell.boundaries or len(cell.dtypes) < 2:
-        return rows
-    once = replace(cell, max_examples=_BOUNDARY_CELL_EXAMPLES)
-    return [once, *(replace(row, boundaries=False) for row in rows)]
+    rows = phase_rows(cell.dtypes, cell.boundaries, cell.max_examples)
+    return [replace(cell, dtypes=d, boundaries=b, max_examples=n) for d, b, n in rows]
 
 
 @contextlib.contextmanager

@@ -122,17 +122,16 @@ def _default_invalid_kinds(options: Sequence[str], modes: Sequence[str]) -> tupl
     return tuple(kinds)
 
 
-def check_invalid(
-    invalid: bool | Sequence[str], options: Sequence[str], modes: Sequence[str]
-) -> tuple[str, ...] | None:
+def check_invalid(invalid: bool | Sequence[str]) -> tuple[str, ...] | None:
     """``None`` for valid cases, ``()`` for the default kinds, else the named kinds.
+
+    The default kinds (those that the options and modes can draw) are never empty: they
+    include bad ids, which every mode takes.
 
     Raises:
         InvalidArgument: neither a bool nor a non-empty sequence of known kinds.
     """
     if isinstance(invalid, bool):
-        if invalid and not _default_invalid_kinds(options, modes):  # pragma: no cover
-            raise InvalidArgument("no kind of invalid input applies to these options and modes")
         return () if invalid else None
     if isinstance(invalid, str) or not isinstance(invalid, Sequence) or not invalid:
         raise InvalidArgument(

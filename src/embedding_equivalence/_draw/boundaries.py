@@ -120,6 +120,24 @@ def _value_boundaries(
             yield Boundary("value", None, f"{what} ({label}{dtype_name(dtype)})", case)
 
 
+def embedding_value_boundaries(
+    turns: _Turns, options: Sequence[str], label: str = ""
+) -> Iterator[Boundary]:
+    """The value examples of a lookup: ``value_sets`` of each dtype on a ``(3, 2)`` table.
+
+    The options are on but those left out at the values (``_NOT_AT_VALUES``); padding row 0
+    is not looked up. ``label`` follows what each example is (a sharded phase names the
+    ranks there).
+    """
+    at_values = [o for o in options if o not in _NOT_AT_VALUES]
+    yield from _value_boundaries(
+        turns,
+        lambda dt: value_sets(dt, "scale_grad_by_freq" in at_values),
+        partial(_embedding, _VALUE_IDS, 3, 2, _lookup_kwargs(at_values, 0)),
+        label,
+    )
+
+
 def embedding_boundaries(
     options: Sequence[str], dtypes: Sequence[torch.dtype], devices: Sequence[str]
 ) -> Iterator[Boundary]:
@@ -165,15 +183,7 @@ def embedding_boundaries(
             case = _embedding(_REPEATS, 3, 4, kwargs, dtype, index, device)
             what = f"max_norm with norm_type={norm} on ids [2, 0, 0, 1, 0] ({dtype_name(dtype)})"
             yield Boundary("options", None, what, case)
-    # Values at the limits of each dtype (``value_sets``), the options on but those left out
-    # there (``_NOT_AT_VALUES``); padding row 0 is not looked up.
-    at_values = [o for o in all_options if o not in _NOT_AT_VALUES]
-    yield from _value_boundaries(
-        turns,
-        lambda dt: value_sets(dt, "scale_grad_by_freq" in at_values),
-        partial(_embedding, _VALUE_IDS, 3, 2, _lookup_kwargs(at_values, 0)),
-        "",
-    )
+    yield from embedding_value_boundaries(turns, all_options)
     yield from _bad_lookups(
         options, turns,
         lambda runs, v, kwargs, index, why: _embedding(
@@ -448,13 +458,12 @@ def quantized_boundaries(
         turns, limits_of, lambda *turn, values: case((IdsRun(0, 3),), 3, 2, *turn, **values[0]), ""
     )
 
-    def bad(
-        runs: tuple[IdsRun, ...], v: int, kwargs: dict[str, Any], index: torch.dtype, why: str
-    ) -> QuantizedEmbeddingCase:
-        del kwargs  # a quantized lookup has no padding_idx
-        return case(runs, v, 2, turns.dtypes[0], index, "cpu", invalid=why)
-
-    yield from _bad_lookups((), turns, bad)
+    # Bad ids on the CPU (no options: a quantized lookup has no padding_idx).
+    yield from _bad_lookups(
+        (),
+        turns,
+        lambda runs, v, _, index, why: case(runs, v, 2, turns.dtypes[0], index, "cpu", invalid=why),
+    )
     axes: dict[str, Callable[..., QuantizedEmbeddingCase]] = {
         "D": lambda d, dt, ix, dev: case((IdsRun(0, 4, 3, 5),), 5, d, dt, ix, dev),
         "N": lambda n, dt, ix, dev: case((IdsRun(0, n, 1, _N_ROWS),), _N_ROWS, 2, dt, ix, dev),

@@ -97,11 +97,9 @@ def option_sets(
     return [c for c in combos if not any(a in c and b in c for a, b in exclusive)]
 
 
-def _largest_set(
-    options: Sequence[str], exclusive: Sequence[tuple[str, str]] = EXCLUSIVE_OPTIONS
-) -> tuple:
+def _largest_set(options: Sequence[str]) -> tuple:
     """The requested options with the second of each exclusive pair left out."""
-    dropped = {b for a, b in exclusive if a in options and b in options}
+    dropped = {b for a, b in EXCLUSIVE_OPTIONS if a in options and b in options}
     return tuple(o for o in options if o not in dropped)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 import torch
@@ -21,6 +22,7 @@ from .recipes import (
     WeightRecipe,
     _randn,
     _randn_source,
+    device_source,
     dtype_source,
     kwargs_source,
     run_source,
@@ -86,30 +88,19 @@ def refusal_source(call: str, invalid: str, printed: str = "") -> list[str]:
     ]
 
 
+def _of_table(name: str, doc: str) -> Any:
+    """A read-only property: the attribute ``name`` of the case's ``weight`` recipe."""
+    return property(attrgetter(f"weight.{name}"), doc=doc)
+
+
 class TableFacts:
     """The table's facts of a case, read from its ``weight`` recipe: ``V``, ``D``, dtype, device."""
 
     weight: WeightRecipe
-
-    @property
-    def num_embeddings(self) -> int:
-        """``V``."""
-        return self.weight.num_embeddings
-
-    @property
-    def embedding_dim(self) -> int:
-        """``D``."""
-        return self.weight.embedding_dim
-
-    @property
-    def dtype(self) -> torch.dtype:
-        """The table's dtype."""
-        return self.weight.dtype
-
-    @property
-    def device(self) -> str:
-        """The device of every tensor."""
-        return self.weight.device
+    num_embeddings: int = _of_table("num_embeddings", "``V``.")
+    embedding_dim: int = _of_table("embedding_dim", "``D``.")
+    dtype: torch.dtype = _of_table("dtype", "The table's dtype.")
+    device: str = _of_table("device", "The device of every tensor.")
 
 
 class _CaseBase(TableFacts):
@@ -357,11 +348,10 @@ class EmbeddingBagCase(_CaseBase):
     def _source_parts(self) -> tuple[list[str], str, str]:
         lines = []
         arguments = "input, weight"
-        dev = f".to({self.device!r})" if self.device != "cpu" else ""
         if self.offsets is not None:
             lines.append(
                 f"offsets = {sequence_source(self.offsets)}"
-                f".to({dtype_source(self.offsets_dtype)}){dev}"
+                f".to({dtype_source(self.offsets_dtype)}){device_source(self.device)}"
             )
             arguments += ", offsets"
         grads = "weight.grad"

@@ -124,6 +124,8 @@ class BadLookup(NamedTuple):
     position: int | None
     #: The out-of-range ``padding_idx``, for ``"padding_idx out of range"``.
     padding_idx: int | None
+    #: Why the reference refuses the embedding call, e.g. ``"negative id -2"``.
+    reason: str
 
 
 def draw_bad_lookup(
@@ -135,24 +137,14 @@ def draw_bad_lookup(
     if kind in ("id too large", "negative id"):
         position = draw(st.integers(0, len(values) - 1), label="bad position")
         lo, hi = (vocab_size, vocab_size + 3) if kind == "id too large" else (-3, -1)
-        values[position] = draw(st.integers(lo, hi), label="bad id")
+        bad_id = values[position] = draw(st.integers(lo, hi), label="bad id")
+        reason = f"id {bad_id} >= V = {vocab_size}" if bad_id >= 0 else f"negative id {bad_id}"
     elif kind == "floating ids":
-        dtype = torch.float32
+        dtype, reason = torch.float32, "floating-point ids"
     else:  # "padding_idx out of range"
         padding_idx = draw(st.sampled_from([vocab_size, -vocab_size - 1]), label="bad padding_idx")
-    return BadLookup(tuple(values), dtype, position, padding_idx)
-
-
-def _lookup_reason(kind: str, bad: BadLookup, vocab_size: int) -> str:
-    """Why the reference refuses an embedding call spoilt by [`draw_bad_lookup`][]."""
-    if kind == "floating ids":
-        return "floating-point ids"
-    if bad.position is None:
-        return f"padding_idx={bad.padding_idx} outside [-{vocab_size}, {vocab_size})"
-    bad_id = bad.values[bad.position]
-    if kind == "id too large":
-        return f"id {bad_id} >= V = {vocab_size}"
-    return f"negative id {bad_id}"
+        reason = f"padding_idx={padding_idx} outside [-{vocab_size}, {vocab_size})"
+    return BadLookup(tuple(values), dtype, position, padding_idx, reason)
 
 
 def draw_call_ids(
@@ -173,7 +165,7 @@ def draw_spoilt_ids(
     values = draw_some_ids(draw, ids.values, vocab_size)
     bad = draw_bad_lookup(draw, kind, values, vocab_size, ids.dtype)
     spoilt = IdsRecipe(bad.values, ids.shape if ids.values else (1,), bad.dtype, ids.device)
-    return spoilt, bad, _lookup_reason(kind, bad, vocab_size)
+    return spoilt, bad, bad.reason
 
 
 @st.composite

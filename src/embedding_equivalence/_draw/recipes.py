@@ -34,6 +34,11 @@ def dtype_source(dtype: torch.dtype) -> str:
     return str(dtype)
 
 
+def device_source(device: str) -> str:
+    """Python source that moves a tensor to ``device``: ``.to('cuda')``, nothing for the CPU."""
+    return f".to({device!r})" if device != "cpu" else ""
+
+
 def float_source(x: float) -> str:
     """Python source for a float that round-trips exactly (``inf``/``nan`` included)."""
     return repr(float(x)) if math.isfinite(x) else f"float('{float(x)}')"  # inf, -inf, nan
@@ -55,7 +60,7 @@ class WeightRecipe:
             tensor), ``"sliced"`` (every other column of a ``(V, 2D)`` tensor) or ``"offset"``
             (rows ``1..V`` of a ``(V + 1, D)`` tensor).
         native: draw the values in ``dtype`` itself, uniformly in ``[-1, 1)``, rather than
-            ``N(0, 1)`` in float64 and cast: a large table (past 2**31 elements, say) is then
+            ``N(0, 1)`` in float64 and cast: a large table (past ``2**31`` elements, say) is then
             built without a float64 copy, at its own size and in a third of the time. The rows
             stay distinguishable: each holds ``D`` independent draws.
     """
@@ -128,7 +133,7 @@ class WeightRecipe:
 class IdsRun:
     """``count`` ids ``(start + step * i) % modulo`` for ``i`` in ``range(count)``.
 
-    A long input (a boundary example has up to 2**17 ids) is written as a few runs, so that
+    A long input (a boundary example has up to ``2**17`` ids) is written as a few runs, so that
     its snippet is a short expression rather than thousands of literals.
 
     Attributes:
@@ -249,7 +254,6 @@ class IdsRecipe:
     def source(self, name: str = "input") -> str:
         """Python that rebuilds the tensor exactly (assumes ``import torch``)."""
         dt = dtype_source(self.dtype)
-        dev = f".to({self.device!r})" if self.device != "cpu" else ""
         if self.runs and len(self.values) > 16:  # long: a short expression, not literals
             made = f"{_runs_source(self.runs)}.to({dt})"
         elif self.dtype.is_floating_point:
@@ -257,20 +261,19 @@ class IdsRecipe:
             made = f"torch.tensor([{vals}], dtype={dt})"
         else:
             made = f"torch.tensor({list(self.values)!r}, dtype={dt})"
-        line = f"{name} = {made}.reshape({tuple(self.shape)!r}){dev}"
+        line = f"{name} = {made}.reshape({tuple(self.shape)!r}){device_source(self.device)}"
         return "\n".join([line, *self._placed(name)])
 
     def _placed(self, name: str) -> list[str]:
         """The lines that lay out ``name``, on its device: none for a contiguous input."""
         dt, shape = dtype_source(self.dtype), repr(tuple(self.shape))
-        dev = f".to({self.device!r})" if self.device != "cpu" else ""
         lines: list[str] = []
         if self.layout == "transposed" and len(self.shape) >= 2:
             lines.append(f"{name} = {name}.transpose(-1, -2).contiguous().transpose(-1, -2)")
         elif self.layout == "sliced" and len(self.shape) >= 1:
             wide = (*self.shape[:-1], 2 * self.shape[-1])
             lines += [
-                f"base = torch.zeros({wide!r}, dtype={dt}){dev}",
+                f"base = torch.zeros({wide!r}, dtype={dt}){device_source(self.device)}",
                 f"base[..., ::2] = {name}",
                 f"{name} = base[..., ::2]  # non-contiguous view",
             ]
@@ -287,10 +290,9 @@ Entries = tuple[tuple[int, int, float], ...]
 def _randn_source(
     name: str, shape: tuple[int, ...], seed: int, dtype: torch.dtype, device: str, at: Entries = ()
 ) -> str:
-    dev = f".to({device!r})" if device != "cpu" else ""
     lines = [
-        f"{name} = torch.randn({shape!r}, dtype=torch.float64, "
-        f"generator=torch.Generator().manual_seed({seed})).to({dtype_source(dtype)}){dev}"
+        f"{name} = torch.randn({shape!r}, dtype=torch.float64, generator=torch.Generator()"
+        f".manual_seed({seed})).to({dtype_source(dtype)}){device_source(device)}"
     ]
     lines += [f"{name}.view(-1, {shape[-1]})[{r}, {c}] = {float_source(x)}" for r, c, x in at]
     return "\n".join(lines)

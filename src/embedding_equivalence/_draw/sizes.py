@@ -9,7 +9,7 @@ refused with an error that names the size, as the forms refuse a one-hot that wo
 The estimate counts what an example allocates ([`example_bytes`][]): a large table (see
 ``LARGE_TABLE_ELEMENTS`` in ``_draw.tensors``) in its own dtype and contiguous, its dense
 gradient, the output and upstream gradient, and the oracle's referenced rows; so a table
-past 2**31 elements (4 GiB in float16, [`large_table_sizes`][]) runs on a machine with
+past ``2**31`` elements (4 GiB in float16, [`large_table_sizes`][]) runs on a machine with
 24 GiB, and one that cannot fit is refused before anything is drawn.
 """
 
@@ -51,15 +51,15 @@ _ROWS_PAST = 8
 def large_table_sizes(
     dtype: torch.dtype = torch.float16, kind: str = "embedding", *, scheme: str = "int8"
 ) -> tuple[int, int]:
-    """``(V, D)`` of a table just past 2**31 elements: its last rows' offsets overflow int32.
+    """``(V, D)`` of a table just past ``2**31`` elements: its last rows' offsets overflow int32.
 
     ``D = 1024`` and ``V = 2**21 + 8``: ``V * D = 2**31 + 8,192``, so the last 8 rows lie
-    past 2**31 (a kernel that computes the offset in int32 reads them wrapped, or faults).
+    past ``2**31`` (a kernel that computes the offset in int32 reads them wrapped, or faults).
     The element count decides the overflow whatever the dtype: the table takes 4 GiB in
     float16 or bfloat16, 8 GiB in float32 (16 GiB in float64, which the memory check of a
     verifier refuses on most machines, naming the size). A quantized table stores one byte an
     element (2 GiB for ``"int8"`` and float8); ``"uint4"`` packs two elements a byte, so its
-    byte offsets ``id * D / 2`` pass 2**31 at ``V = 2**22 + 8`` (still 2 GiB).
+    byte offsets ``id * D / 2`` pass ``2**31`` at ``V = 2**22 + 8`` (still 2 GiB).
 
     Args:
         dtype: the table's dtype (the scales' for ``kind="quantized"``); floating.

@@ -395,7 +395,7 @@ def embedding_bag_cases(
     _bags.check_modes(modes)
     _bags.check_bag_options(options, modes)
     _tensors.check_bounds("bags", 1, max_bags, 1)
-    kinds = _bags.check_invalid(invalid, options, modes)
+    kinds = _bags.check_invalid(invalid)
     looks = _tensors.looks(weight_layouts, ids_layouts, allow_nonfinite, False)
     ranges = _ranges(
         vocab_size, embedding_dim, dtype, device, index_dtype, max_ids, max_elements, num_ids

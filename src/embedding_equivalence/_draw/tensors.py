@@ -269,9 +269,9 @@ def is_large_table(vocab_size: int, embedding_dim: int) -> bool:
 def edge_rows(vocab_size: int, embedding_dim: int) -> tuple[int, ...]:
     """The rows that every input of a large table looks up: where offsets overflow.
 
-    The last row ``V - 1`` (its offset ``(V - 1) * D`` is the largest: past 2**31 elements
+    The last row ``V - 1`` (its offset ``(V - 1) * D`` is the largest: past ``2**31`` elements
     it wraps in an int32), the first row ``0``, and the first row whose offset reaches
-    2**31 when the table holds more than that and it is neither of the others. Empty for a
+    ``2**31`` when the table holds more than that and it is neither of the others. Empty for a
     table that is not large (see [`is_large_table`][]), whose ids are drawn freely.
 
     Args:

@@ -65,6 +65,21 @@ class Arguments:
         return self.dtypes if self.dtypes_given else _tensors.dtypes_on(device, self.dtypes)
 
 
+def phase_rows(
+    dtypes: Sequence[torch.dtype], boundaries: bool, max_examples: int
+) -> list[tuple[tuple[torch.dtype, ...], bool, int]]:
+    """The rows of a table of verifications over ``dtypes``: ``(dtypes, boundaries, budget)``.
+
+    With the boundary phase on and several dtypes, a first row runs the boundary examples once
+    for them all (the dtypes take turns along each axis; its budget is one random example, as
+    the verifiers take no budget of 0), and a row per dtype runs its random examples without
+    repeating the phase: what the CLI's rows and the pytest plugin's ``embedding_verify`` do.
+    """
+    if boundaries and len(dtypes) > 1:
+        return [(tuple(dtypes), True, 1), *phase_rows(dtypes, False, max_examples)]
+    return [((dtype,), boundaries, max_examples) for dtype in dtypes]
+
+
 def draw_seed() -> int:
     """A fresh seed in ``[0, 2**32)``, for a run given none."""
     return random.SystemRandom().randrange(2**32)

@@ -523,7 +523,7 @@ def _drop_tensors(exc: BaseException) -> None:
     """Clear the local variables of the finished frames in ``exc``'s tracebacks (its causes too).
 
     A failure is kept while Hypothesis shrinks it and in the report; its traceback would keep
-    every tensor of the failing call alive with it (a table past 2**31 elements and its
+    every tensor of the failing call alive with it (a table past ``2**31`` elements and its
     gradient: 8 GiB in float16). The messages and the snippet hold all that a report says.
     """
     seen: set[int] = set()

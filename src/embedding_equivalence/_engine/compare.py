@@ -234,7 +234,7 @@ def compare_rows(
     262,144 rows would otherwise be converted to float64 a few times per example), and the
     bounded comparison runs on the rows only. Any failure is compared again on the whole
     tensor, a chunk at a time, so that the message names the true first position without a
-    float64 copy of the tensor (a table past 2**31 elements takes 16 GiB in float64).
+    float64 copy of the tensor (a table past ``2**31`` elements takes 16 GiB in float64).
     """
     a = actual.detach()
     index = torch.tensor(expected.rows, dtype=torch.int64, device=a.device)

@@ -14,13 +14,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from hypothesis.errors import InvalidArgument
 
 from .._draw import strategies as ees
 from .._draw.boundaries import bag_boundaries, embedding_boundaries, quantized_boundaries
 from .._draw.sizes import SizeSpec
+from .._draw.tensors import check_scheme_argument
 from ..forms.options import option_applies
-from ..forms.quantized import check_scheme
 from ..oracle import BagOracle, EmbeddingOracle
 from ..oracle.quantized import QuantizedOracle
 from .arguments import DEFAULT_MAX_EXAMPLES, resolve_arguments
@@ -89,10 +88,10 @@ def verify_embedding(
             ``("jvp", "vmap")``: the tangent of the output along a tangent table must be the
             lookup of that table, and a batch of tables must give each table's lookup.
         boundaries: first run the fixed boundary examples (sizes at ``2**k - 1``, ``2**k``
-            and ``2**k + 1`` up to N = 2**17 ids, D = 2**13, V = 2**24 rows and 2**16 repeats
-            of one id; edge shapes and layouts; bad input at its edges; each combination of
-            the options), the same under every seed; see
-            [Boundary examples](../verify.md#boundary-examples).
+            and ``2**k + 1`` up to N = ``2**17`` ids, D = ``2**13``, V = ``2**24`` rows and
+            ``2**16`` repeats of one id; edge shapes and layouts; bad input at its edges; each
+            combination of the options), the same under every seed; see
+            [Boundary examples](../verify.md#boundary-examples-the-sizes-where-kernels-break).
 
     Returns:
         A [`VerificationReport`][embedding_equivalence.VerificationReport]; call
@@ -199,8 +198,8 @@ def verify_embedding_bag(
         transforms: also check ``("jvp", "vmap")`` as [`verify_embedding`][] does (``jvp``
             not for ``mode="max"``, whose tangent follows the primal's arg-max).
         boundaries: first run the fixed boundary examples of bags (empty bags first and
-            last, no bags, 2-D inputs, bad offsets, the length of one bag up to 2**16 ids,
-            up to 2**17 bags, ``D`` and ``V`` at powers of two and their neighbours, each
+            last, no bags, 2-D inputs, bad offsets, the length of one bag up to ``2**16`` ids,
+            up to ``2**17`` bags, ``D`` and ``V`` at powers of two and their neighbours, each
             combination of the options with each mode), the same under every seed.
 
     Returns:
@@ -318,10 +317,7 @@ def verify_quantized_embedding(
         >>> verify_quantized_embedding(kernel, scheme="int8", max_examples=20, seed=0).passed
         True
     """
-    try:
-        check_scheme(scheme, "verify_quantized_embedding")
-    except ValueError as exc:
-        raise InvalidArgument(str(exc)) from None
+    check_scheme_argument(scheme, "verify_quantized_embedding")
     args = resolve_arguments(
         "verify_quantized_embedding", candidate, dtypes=dtypes, devices=devices,
         max_examples=max_examples, seed=seed, deterministic=deterministic,

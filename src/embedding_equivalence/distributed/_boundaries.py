@@ -8,15 +8,12 @@ size and its multiples, with empty trailing shards, and ids at every shard edge.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from functools import partial
 from typing import Any
 
 import torch
 
-from .._draw.boundaries import _value_boundaries
+from .._draw.boundaries import embedding_value_boundaries
 from .._draw.boundary_data import (
-    _NOT_AT_VALUES,
-    _VALUE_IDS,
     Boundary,
     _bad_lookups,
     _embedding,
@@ -25,7 +22,6 @@ from .._draw.boundary_data import (
     _size_axis,
     _Turns,
     option_sets,
-    value_sets,
 )
 from .._draw.cases import EmbeddingCase
 from .._draw.recipes import IdsRun
@@ -179,15 +175,9 @@ def sharded_boundaries(
             ids = "a 0-d id" if ids_shape == () else "ids at the shard edges"
             text = f"{', '.join(combo)} on {ids} (V = {v} over {world} ranks, {dtype_name(dtype)})"
             yield Boundary("options", None, text, case)
-    # Values at the limits of each dtype (``value_sets``) on the unsharded phase's (3, 2)
-    # table, its rows or columns split over the ranks, the options on but those left out there.
-    at_values = [o for o in all_options if o not in _NOT_AT_VALUES]
-    yield from _value_boundaries(
-        turns,
-        lambda dt: value_sets(dt, "scale_grad_by_freq" in at_values),
-        partial(_embedding, _VALUE_IDS, 3, 2, _lookup_kwargs(at_values, 0)),
-        f"V = 3, D = 2 over {world} ranks, ",
-    )
+    # The unsharded phase's value examples, its (3, 2) table's rows or columns split over the
+    # ranks.
+    yield from embedding_value_boundaries(turns, all_options, f"V = 3, D = 2 over {world} ranks, ")
     if "cpu" in devices:
 
         def bad(

@@ -180,7 +180,7 @@ def gpus_short(world_size: int, device: str, backend: str | None, flag: str) -> 
     )
 
 
-class WorkerGroup:
+class WorkerGroup(contextlib.AbstractContextManager["WorkerGroup"]):
     """``world_size`` spawned ranks in a process group, and this process as their driver.
 
     Use it as a context manager; the group starts lazily on the first [`run`][].
@@ -217,9 +217,6 @@ class WorkerGroup:
         self._store: dist.TCPStore | None = None
         self._finalizer = weakref.finalize(self, _kill, self._workers)
         atexit.register(self._finalizer)
-
-    def __enter__(self) -> WorkerGroup:
-        return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
@@ -283,8 +280,7 @@ class WorkerGroup:
 
     def _accept(self, listener: Listener) -> None:
         """Accept one connection a worker, failing fast if a worker dies first."""
-        sock = listener._listener._socket  # type: ignore[attr-defined]
-        sock.settimeout(0.2)
+        listener._listener._socket.settimeout(0.2)  # type: ignore[attr-defined]
         deadline = time.monotonic() + self.startup_timeout
         pending = {w.rank for w in self._workers}
         while pending:

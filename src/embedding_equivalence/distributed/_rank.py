@@ -128,9 +128,8 @@ def run_on_rank(
         )  # fmt: skip
     backward = call.grad_output is not None
     full = call.weight.detach().to(device)
-    placements = [Shard(SHARDINGS[sharding])]
     # Every rank has the whole table: each keeps its own chunk, no data moves.
-    weight = distribute_tensor(full, mesh, placements, src_data_rank=None)
+    weight = distribute_tensor(full, mesh, [Shard(SHARDINGS[sharding])], src_data_rank=None)
     weight.requires_grad_(backward)
     input = call.input.to(device)
     kwargs = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in call.kwargs.items()}

@@ -18,7 +18,7 @@ the same whole tensors, so the ranks agree, and a rank whose check fails leaves 
 from __future__ import annotations
 
 from .._draw.cases import EmbeddingCase, refusal_source
-from .._draw.recipes import dtype_source, kwargs_source
+from .._draw.recipes import device_source, dtype_source, kwargs_source
 from .._engine.check import CheckableCase, Snippet
 from ._large import LargeShardedCase
 from ._rank import SHARDINGS
@@ -42,7 +42,6 @@ def _head(world_size: int, preamble: str, tensor_api: str, testing: list[str]) -
 
 def _sharded_function(dim: int, device: str, max_norm: bool) -> list[str]:
     """``def sharded(input, weight, **options)``: the candidate as the verifier calls it."""
-    on_device = "" if device == "cpu" else f".to({device!r})"
     back = "" if device == "cpu" else ".cpu()"
     lines = [
         "# The candidate as the verifier calls it, on the table split over the ranks: the output",
@@ -53,7 +52,7 @@ def _sharded_function(dim: int, device: str, max_norm: bool) -> list[str]:
         "        shards.register_post_accumulate_grad_hook(",
         f'            lambda s: setattr(weight, "grad", s.grad.full_tensor(){back})',
         "        )",
-        f"    out = candidate(input{on_device}, shards, **options)",
+        f"    out = candidate(input{device_source(device)}, shards, **options)",
     ]
     if max_norm:
         lines += [
@@ -143,7 +142,7 @@ def _large_gradient(case: LargeShardedCase, dim: int, device: str) -> tuple[list
     padding, scale = case.padding_row, bool(case.kwargs.get("scale_grad_by_freq", False))
     rows = "sorted(set(ids))" if padding is None else f"sorted(set(ids) | {{{padding}}})"
     pad = "None" if padding is None else f"rows.index({padding})"
-    on_device = "" if device == "cpu" else f".to({device!r})"
+    on_device = device_source(device)
     run = [
         "",
         case.grad_output_source(),

@@ -172,7 +172,7 @@ def verify_sharded_embedding(
     (see [What a kernel must not do](../verify.md#what-a-kernel-must-not-do)): its arguments
     and its shard of the table are left unchanged, the output shares no argument's memory,
     and a second call after the shard is negated in place leaves the first output unchanged
-    and gives the new values. A table past 2**22 elements gets none of the second call.
+    and gives the new values. A table past ``2**22`` elements gets none of the second call.
 
     The verifier starts its own ranks (spawned processes that join a gloo group on the CPU,
     nccl on CUDA) and ends them by pid when it returns. Called on every rank of a group that
@@ -185,7 +185,7 @@ def verify_sharded_embedding(
     ends the run at once with a failing report that names it, with the end of its log (a hung
     rank's Python stacks included).
 
-    A table of at least 2**22 elements (through ``vocab_sizes`` and ``embedding_dims``) is
+    A table of at least ``2**22`` elements (through ``vocab_sizes`` and ``embedding_dims``) is
     never built whole: each rank draws its own shard from the example's recipe and wraps it
     with ``DTensor.from_local``, and sends back only the output and the rows of the gradient
     (and of the table after ``max_norm``) that an id references, with the first row that no
@@ -227,10 +227,11 @@ def verify_sharded_embedding(
             short or empty, up to 4,096 rows and 1,024 columns; ids at every shard edge; 0-d
             and empty ids; each combination of the options with ``padding_idx`` on a
             trailing rank's row; bad input at its edges on the CPU), the same under every
-            seed; see [Boundary examples](../verify.md#boundary-examples). When the size knobs
-            ask for a table built shard by shard, the examples at that size follow: the
-            sharded axis at its largest value and at the world's multiple next to it, with ids
-            at every shard edge.
+            seed; see
+            [Boundary examples](../verify.md#boundary-examples-the-sizes-where-kernels-break).
+            When the size knobs ask for a table built shard by shard, the examples at that
+            size follow: the sharded axis at its largest value and at the world's multiple
+            next to it, with ids at every shard edge.
 
     Returns:
         A [`VerificationReport`][embedding_equivalence.VerificationReport]; its ``sharded``

@@ -32,7 +32,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from .memory import check_multi_hot_fits
+from .memory import check_dense_fits
 from .renorm import grad_row_scale, renorm_rows_, stop_grad_where
 from .validation import (
     check_bag_sparse,
@@ -181,9 +181,8 @@ def _bag_max(rows: torch.Tensor, bag_index: torch.Tensor, num_bags: int) -> torc
     candidate = torch.where(attains, position, k)
     first = torch.full((num_bags, d), k, dtype=torch.int64, device=rows.device)
     first = first.scatter_reduce(0, index, candidate, "amin", include_self=True)
-    # Row k of `padded` is the zero row that empty bags (first == k) pick up.
-    padded = torch.cat([rows, rows.new_zeros((1, d))])
-    return padded.gather(0, first)
+    # Row k, appended, is the zero row that empty bags (first == k) pick up.
+    return torch.cat([rows, rows.new_zeros((1, d))]).gather(0, first)
 
 
 def check_bag_call(
@@ -393,7 +392,7 @@ def matmul_embedding_bag(
     bags = _bags(input, offsets, per_sample_weights, include_last_offset)
     num_bags = bags.starts.shape[0]
     if mode != "max":
-        check_multi_hot_fits(num_bags, num_embeddings, weight.dtype, weight.device, fn)
+        check_dense_fits(num_bags, "bags", num_embeddings, weight.dtype, weight.device, fn)
     check_ids_in_range(input, num_embeddings, fn)
     if max_norm is not None:
         renorm_rows_(weight, bags.every.long(), max_norm, norm_type)

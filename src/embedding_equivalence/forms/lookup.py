@@ -29,7 +29,7 @@ def lookup_embedding(
 
     The arguments, their order and their meaning are those of
     `torch.nn.functional.embedding`, so this is a drop-in replacement that validates its
-    input first (see [errors](#errors) below).
+    input first (the errors it raises are listed under *Raises* below).
 
     Args:
         input: int64 or int32 ids of any shape ``(*batch)``, each in ``[0, V)``.

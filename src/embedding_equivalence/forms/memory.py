@@ -1,9 +1,9 @@
 """The memory a dense one-hot (or bag-count) matrix would take, refused before it is built.
 
 A dense matmul form multiplies an ``(N, V)`` one-hot (a bag form a ``(B, V)`` bag-count
-matrix) with the table. [`check_one_hot_fits`][] and [`check_multi_hot_fits`][] compare its
-size with the memory available on the device ([`available_memory_bytes`][]) and refuse it
-with [`OneHotTooLargeError`][], naming the size, before anything is allocated.
+matrix) with the table. [`check_dense_fits`][] compares its size with the memory available on
+the device ([`available_memory_bytes`][]) and refuses it with [`OneHotTooLargeError`][],
+naming the size, before anything is allocated.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ _DENSE_MATRICES = {
 }
 
 
-def _refuse_if_short(
+def check_dense_fits(
     rows: int, what: str, num_embeddings: int, dtype: torch.dtype, device: torch.device, fn: str
 ) -> None:
     """Refuse a dense ``(rows, V)`` matrix that cannot fit, naming its size and the memory there.
@@ -110,6 +110,20 @@ def _refuse_if_short(
     ``what`` names the rows (``"ids"``, ``"bags"``): the one-hot's message reads ``fn: the
     dense one-hot matrix would take 12.0 GiB (N ids x V rows x 4 bytes of torch.float32), more
     than the 8.0 GiB available on cpu; nothing was allocated. Use lookup_embedding(...) ...``.
+    A matmul bag form refuses its ``(B, V)`` bag-count matrix with ``what="bags"``, the same
+    budget with a message about bags.
+
+    Args:
+        rows: ``N``, the number of ids, or ``B``, the number of bags.
+        what: ``"ids"`` or ``"bags"``.
+        num_embeddings: ``V``, the number of rows of the weight.
+        dtype: the dtype the matrix would be built in (the weight's).
+        device: where it would be built.
+        fn: name of the calling function, for the message.
+
+    Raises:
+        OneHotTooLargeError: ``rows * V * itemsize`` exceeds the memory available on
+            ``device``.
     """
     needed = rows * num_embeddings * dtype.itemsize
     if needed == 0:
@@ -125,41 +139,3 @@ def _refuse_if_short(
         f"{num_embeddings} rows x {dtype.itemsize} bytes of {dtype}), more than the "
         f"{format_bytes(available)} available on {device}; nothing was allocated. Use {instead}"
     )
-
-
-def check_one_hot_fits(
-    num_ids: int, num_embeddings: int, dtype: torch.dtype, device: torch.device, fn: str
-) -> None:
-    """Refuse a dense ``(N, V)`` one-hot that cannot fit, before anything is allocated.
-
-    Args:
-        num_ids: ``N``, the number of ids (``input.numel()``).
-        num_embeddings: ``V``, the number of rows of the weight.
-        dtype: the dtype the one-hot would be built in (the weight's).
-        device: where it would be built.
-        fn: name of the calling function, for the message.
-
-    Raises:
-        OneHotTooLargeError: ``N * V * itemsize`` exceeds the memory available on ``device``.
-    """
-    _refuse_if_short(num_ids, "ids", num_embeddings, dtype, device, fn)
-
-
-def check_multi_hot_fits(
-    num_bags: int, num_embeddings: int, dtype: torch.dtype, device: torch.device, fn: str
-) -> None:
-    """Refuse a dense ``(B, V)`` bag-count matrix that cannot fit, before anything is allocated.
-
-    The same budget as [`check_one_hot_fits`][], with a message about bags.
-
-    Args:
-        num_bags: ``B``, the number of bags.
-        num_embeddings: ``V``, the number of rows of the weight.
-        dtype: the dtype the matrix would be built in (the weight's).
-        device: where it would be built.
-        fn: name of the calling function, for the message.
-
-    Raises:
-        OneHotTooLargeError: ``B * V * itemsize`` exceeds the memory available on ``device``.
-    """
-    _refuse_if_short(num_bags, "bags", num_embeddings, dtype, device, fn)

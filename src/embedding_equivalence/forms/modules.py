@@ -51,15 +51,6 @@ class MatmulEmbedding(nn.Module):
             outside ``[-V, V)``.
     """
 
-    num_embeddings: int
-    embedding_dim: int
-    padding_idx: int | None
-    max_norm: float | None
-    norm_type: float
-    scale_grad_by_freq: bool
-    sparse: bool
-    weight: nn.Parameter
-
     def __init__(
         self,
         num_embeddings: int,
@@ -115,18 +106,9 @@ class MatmulEmbedding(nn.Module):
         options = (self.padding_idx, self.max_norm, self.norm_type, self.scale_grad_by_freq)
         return matmul_embedding(input, self.weight, *options)
 
-    def extra_repr(self) -> str:
-        """Describe the options like ``nn.Embedding`` does."""
-        s = f"{self.num_embeddings}, {self.embedding_dim}"
-        if self.padding_idx is not None:
-            s += f", padding_idx={self.padding_idx}"
-        if self.max_norm is not None:
-            s += f", max_norm={self.max_norm}"
-        if self.norm_type != 2:
-            s += f", norm_type={self.norm_type}"
-        if self.scale_grad_by_freq:
-            s += ", scale_grad_by_freq=True"
-        return s
+    #: Describes the options as ``nn.Embedding`` does: its own ``extra_repr``, which reads the
+    #: attributes of the same names.
+    extra_repr = nn.Embedding.extra_repr
 
     @classmethod
     def from_pretrained(

@@ -40,11 +40,6 @@ class Form:
     options: tuple[str, ...]
     public: bool = True
 
-    @property
-    def matmul(self) -> bool:
-        """Whether the form is a product (and so never calls an embedding kernel)."""
-        return self.computes != "lookup"
-
 
 _NOT_SPARSE = tuple(o for o in EMBEDDING_OPTIONS if o != "sparse")
 _BAG_NOT_SPARSE = tuple(o for o in BAG_OPTIONS if o != "sparse")

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from .memory import check_one_hot_fits
+from .memory import check_dense_fits
 from .validation import check_embedding_args, check_ids_in_range
 
 
@@ -59,46 +59,38 @@ def renorm_rows_(
         unique = torch.unique(ids.reshape(-1))
         if table.device.type == "cpu":
             norms = [torch.linalg.vector_norm(table[i], norm_type) for i in unique.tolist()]
-            _rescale_rows_(table, unique, torch.stack(norms), max_norm, table.dtype)
+            scale_rows_(table, unique, torch.stack(norms), max_norm, table.dtype)
             return
         norms = torch.linalg.vector_norm(table.index_select(0, unique), norm_type, dim=1)
     scale_rows_(table, unique, norms, max_norm)
 
 
 def scale_rows_(
-    weight: torch.Tensor, rows: torch.Tensor, norms: torch.Tensor, max_norm: float
+    weight: torch.Tensor,
+    rows: torch.Tensor,
+    norms: torch.Tensor,
+    max_norm: float,
+    scale_dtype: torch.dtype | None = None,
 ) -> None:
     """Rescale in place the rows ``rows`` whose norm (given) exceeds ``max_norm``.
 
-    Row ``r`` becomes ``r * (max_norm / (norm + 1e-7))``, computed in float32 (float64 for a
-    float64 table) and rounded once to the table's dtype. The norms are given so that a caller
-    holding a block of columns can pass the whole row's norm, reduced over ranks. The write
-    goes through ``weight.detach()`` (outside autograd, forward mode included).
+    Row ``r`` becomes ``r * (max_norm / (norm + 1e-7))``: the scale is formed in float64,
+    rounded to ``scale_dtype`` (default float32, float64 for a float64 table), and multiplied
+    in float32 (float64 for a float64 table); the product is rounded once to the table's dtype.
+    The norms are given so that a caller holding a block of columns can pass the whole row's
+    norm, reduced over ranks. The write goes through ``weight.detach()`` (outside autograd,
+    forward mode included), with ``index_put_`` (not ``index_copy_``) so that ``vmap`` has a
+    batching rule for it.
 
     Args:
         weight: ``(V, D)`` floating table, modified in place (outside autograd).
         rows: 1-D int64 unique row indices.
         norms: ``(len(rows),)`` norms of those rows.
         max_norm: the largest norm a row may keep.
+        scale_dtype: the dtype the scale is rounded to before the product; [`renorm_rows_`][]
+            rounds it to the table's dtype on the CPU, as torch's CPU kernel does.
     """
-    opmath = torch.float64 if weight.dtype == torch.float64 else torch.float32
-    _rescale_rows_(weight.detach(), rows, norms, max_norm, opmath)
-
-
-def _rescale_rows_(
-    table: torch.Tensor,
-    rows: torch.Tensor,
-    norms: torch.Tensor,
-    max_norm: float,
-    scale_dtype: torch.dtype,
-) -> None:
-    """``table[rows] *= scale`` where the norm exceeds ``max_norm``, the scale in ``scale_dtype``.
-
-    The scale ``max_norm / (norm + 1e-7)`` is formed in float64, rounded to ``scale_dtype``,
-    and multiplied in float32 (float64 for a float64 table); the product is rounded once to
-    the table's dtype. ``index_put_`` (not ``index_copy_``) so that ``vmap`` has a batching
-    rule for the write.
-    """
+    table = weight.detach()
     with torch.no_grad():
         norms = norms.to(torch.float64)
         # A true division (``max_norm / tensor`` would be a reciprocal times max_norm: two
@@ -107,7 +99,7 @@ def _rescale_rows_(
         scale = torch.where(norms > max_norm, quotient, torch.ones_like(norms))
         opmath = torch.float64 if table.dtype == torch.float64 else torch.float32
         selected = table.index_select(0, rows).to(opmath)
-        scaled = selected * scale.to(scale_dtype).to(opmath)[:, None]
+        scaled = selected * scale.to(scale_dtype or opmath).to(opmath)[:, None]
         table.index_put_((rows,), scaled.to(table.dtype))
 
 
@@ -203,8 +195,7 @@ def position_counts(flat_ids: torch.Tensor, num_embeddings: int) -> torch.Tensor
     row's sum instead overflows where the terms do not (two float16 gradients of 49,152
     sum past 65,504; their halves do not).
     """
-    counts = torch.bincount(flat_ids, minlength=num_embeddings).to(torch.float64)
-    return counts[flat_ids]
+    return torch.bincount(flat_ids, minlength=num_embeddings).to(torch.float64)[flat_ids]
 
 
 def stop_padding_grad(
@@ -237,8 +228,7 @@ def stop_padding_grad(
         return out if padding is None else stop_grad_where(out, flat_ids != padding)
     if not out.requires_grad or out.device.type == "meta" or out.numel() == 0:
         return out
-    keep = None if padding is None else flat_ids != padding
-    return GradRowScale.apply(out, counts, keep)
+    return GradRowScale.apply(out, counts, None if padding is None else flat_ids != padding)
 
 
 def stop_grad_where(out: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
@@ -313,7 +303,7 @@ def prepare_product_call(
     padding_idx, max_norm, norm_type, scale_grad_by_freq = options
     padding = check_embedding_args(input, weight, padding_idx, max_norm, norm_type, fn)
     if dense_one_hot:
-        check_one_hot_fits(input.numel(), weight.shape[0], weight.dtype, weight.device, fn)
+        check_dense_fits(input.numel(), "ids", weight.shape[0], weight.dtype, weight.device, fn)
     check_ids_in_range(input, weight.shape[0], fn)
     flat = input.reshape(-1).long()
     if max_norm is not None:

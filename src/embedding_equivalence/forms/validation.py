@@ -22,10 +22,6 @@ def _shape_str(shape: Sequence[int]) -> str:
     return "(" + ", ".join(str(s) for s in shape) + ")"
 
 
-def _position_str(position: Sequence[int]) -> str:
-    return "[" + ", ".join(str(p) for p in position) + "]"
-
-
 def normalize_padding_idx(padding_idx: int | None, num_embeddings: int, fn: str) -> int | None:
     """Check ``padding_idx`` against ``[-V, V)`` and map a negative value to ``V + padding_idx``.
 
@@ -98,7 +94,7 @@ def check_ids_in_range(input: torch.Tensor, num_embeddings: int, fn: str) -> Non
     bad = (input < 0) | (input >= num_embeddings)
     first = bad.nonzero()[0].tolist() if input.dim() > 0 else []
     value = int(input[tuple(first)].item()) if first else int(input.item())
-    where = f"input{_position_str(first)}" if first else "input (0-d)"
+    where = f"input{first}" if first else "input (0-d)"  # a list prints as [i, j]
     if value < 0:
         hint = "negative ids are not accepted (they do not count from the end)"
     else:

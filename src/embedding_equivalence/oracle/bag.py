@@ -65,6 +65,7 @@ of ids after the last offset must be exactly zero.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, NamedTuple, TypedDict
 
 import torch
@@ -130,7 +131,7 @@ class BagOracle(MaxBags, Oracle):
     bounds. Every answer is then computed for all bags and rows at once, with each exact sum
     taken over a slice of terms sorted by bag or by row
     ([`segment_sums`][embedding_equivalence.oracle.bounds.segment_sums]): no Python
-    loop over the ids or the bags, so 2**17 ids cost what their sorts and ``fsum``s cost.
+    loop over the ids or the bags, so ``2**17`` ids cost what their sorts and ``fsum``s cost.
     This class is the entry point of the reference functions of this module.
 
     Args:
@@ -203,7 +204,6 @@ class BagOracle(MaxBags, Oracle):
         psw = per_sample_weights
         self.sample_weights = None if psw is None else psw.detach().reshape(-1).cpu().double()
         self._weight, self._max_norm, self._norm_type = weight, max_norm, norm_type
-        self._table: torch.Tensor | None = None
         self.dtype = dt = dtype or weight.dtype
         #: ``(R, D)`` bounds of the renorm's rounding (zero where the entry is not finite;
         #: infinite where no bound exists: (D + 3) u >= 1, every value passes there), or None
@@ -221,17 +221,14 @@ class BagOracle(MaxBags, Oracle):
         #: extra roundings per term (besides the k of a plain sum)
         self.extra_roundings = 2 if mode == "mean" else int(self.sample_weights is not None)
 
-    @property
+    @functools.cached_property
     def table(self) -> torch.Tensor:
         """The whole ``(V, D)`` table in float64 after ``max_norm`` (computed on first use).
 
         Read from the weight passed in, when first asked: for the reference functions, whose
         weight nothing modifies; the judge asks [`renormed`][] instead.
         """
-        if self._table is None:
-            ids = self._flat.tolist()
-            self._table = renormed_table(self._weight, ids, self._max_norm, self._norm_type)
-        return self._table
+        return renormed_table(self._weight, self._flat.tolist(), self._max_norm, self._norm_type)
 
     # -- the Oracle seam ----------------------------------------------------------------------
 

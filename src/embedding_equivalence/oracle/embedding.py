@@ -83,15 +83,12 @@ def referenced_rows(
     Only the referenced rows are read (one gather), so a table of 262,144 rows costs what its
     referenced rows cost.
     """
-    dim = weight.shape[1]
-    if not rows:
-        return torch.zeros(0, dim, dtype=torch.float64)
     index = torch.tensor(rows, dtype=torch.int64, device=weight.device)
     values = weight.detach().index_select(0, index).to(device="cpu", dtype=torch.float64)
     if max_norm is None:
         return values
     renormed = [renorm_row(row, max_norm, norm_type) for row in values.tolist()]
-    return torch.tensor(renormed, dtype=torch.float64).reshape(len(rows), dim)
+    return torch.tensor(renormed, dtype=torch.float64).reshape(values.shape)
 
 
 def renormed_table(
@@ -99,10 +96,9 @@ def renormed_table(
 ) -> torch.Tensor:
     """The whole table in float64 on the CPU, with the rows in ``ids`` renormalized."""
     table = weight.detach().to(device="cpu", dtype=torch.float64).clone()
-    if max_norm is not None:
+    if max_norm is not None and ids:
         rows = sorted(set(ids))
-        if rows:
-            table[rows] = referenced_rows(weight, rows, max_norm, norm_type)
+        table[rows] = referenced_rows(weight, rows, max_norm, norm_type)
     return table
 
 
@@ -137,7 +133,7 @@ def _grad_rows(
     Gradient and sums are divided by the count under ``scale_grad_by_freq``; the padding
     row's are zero. The upstream rows are grouped by id and each group is summed exactly
     ([`grouped_sums`][embedding_equivalence.oracle.bounds.grouped_sums]: no Python loop over
-    the ids, so 2**17 ids cost what their ``fsum``s cost).
+    the ids, so ``2**17`` ids cost what their ``fsum``s cost).
     """
     dim = grad_output.shape[-1] if grad_output.dim() > 0 else 0
     g = grad_output.detach().to(device="cpu", dtype=torch.float64).reshape(len(ids), dim)
@@ -153,8 +149,7 @@ def _grad_rows(
 
 def _scatter(rows: list[int], compact: torch.Tensor, num_rows: int) -> torch.Tensor:
     out = torch.zeros(num_rows, *compact.shape[1:], dtype=compact.dtype)
-    if rows:
-        out[rows] = compact
+    out[rows] = compact  # no rows: an empty index, which writes nothing
     return out
 
 

@@ -13,7 +13,7 @@ Large tables are judged by their rows: a ``(V, D)`` tensor is described by the r
 call references ([`ExpectedRows`][]) plus what every other row must hold exactly (zeros, or
 the row as it was), so a table of 262,144 rows is never converted to float64 as a whole.
 The rows as they were are a copy of a table of up to [`COPY_MAX_ELEMENTS`][] elements; a
-larger table (past 2**31 elements, say, where a copy would not fit beside the table and its
+larger table (past ``2**31`` elements, say, where a copy would not fit beside the table and its
 gradient) is remembered by a digest of each row ([`RowDigests`][]), and read in chunks of
 [`CHUNK_ELEMENTS`][] wherever it is read whole.
 """
@@ -50,7 +50,7 @@ def _words(rows: torch.Tensor) -> torch.Tensor:
 
     ``-0.0`` is taken as ``+0.0`` and every NaN as one NaN, so that values that compare equal
     (``==``, or both NaN) give equal words, as the judge's exact comparison of an untouched
-    row asks. Every word is an integer below 2**15 in magnitude, exact in float64.
+    row asks. Every word is an integer below ``2**15`` in magnitude, exact in float64.
     """
     x = rows.detach()
     if x.dtype.is_floating_point:
@@ -67,8 +67,8 @@ def _words(rows: torch.Tensor) -> torch.Tensor:
 def _coefficients(width: int, device: torch.device) -> torch.Tensor:
     """``(W, 3)`` nonzero random integers small enough that every digest is exact in float64.
 
-    A row's digest sums ``W`` products of a word (below 2**15) and a coefficient (at most
-    ``2**52 / (W 2**15)``): every partial sum is an integer below 2**52, so any order of
+    A row's digest sums ``W`` products of a word (below ``2**15``) and a coefficient (at most
+    ``2**52 / (W 2**15)``): every partial sum is an integer below ``2**52``, so any order of
     summation gives the same digest, bit for bit.
     """
     limit = max(1, 2 ** (52 - 15 - max(width, 1).bit_length()))
@@ -97,7 +97,7 @@ class RowDigests:
     exactly (see ``_digest_rows``): a row that a call changes keeps all three digests with a
     chance of about ``2**-60`` (never when one word changes). Rows whose values compare equal
     (``-0.0`` and ``0.0``, two NaNs) get equal digests. A chunk is one matrix product, so a
-    table past 2**31 elements is digested in seconds.
+    table past ``2**31`` elements is digested in seconds.
 
     Attributes:
         digests: ``(V, 3)`` float64 on the CPU.

@@ -105,12 +105,11 @@ class QuantizedOracle(Oracle):
         zero_point: torch.Tensor | None,
         scheme: str,
     ) -> None:
-        s = check_quantized_args(qweight, scale, zero_point, scheme, "QuantizedOracle")
+        check_quantized_args(qweight, scale, zero_point, scheme, "QuantizedOracle")
         flat = input.detach().reshape(-1).cpu().to(torch.int64)
         rows, index = torch.unique(flat, return_inverse=True)
-        exact_rows = dequantize_rows_float64(qweight, scale, zero_point, scheme, rows)
-        dim = qweight.shape[1] * (2 if s.packed else 1)
-        exact = exact_rows[index].reshape(*input.shape, dim)
+        exact_rows = dequantize_rows_float64(qweight, scale, zero_point, scheme, rows)  # (R, D)
+        exact = exact_rows[index].reshape(*input.shape, exact_rows.shape[1])
         self._expected, self._bound = quantized_output_bound(exact, scale.dtype)
 
     @classmethod

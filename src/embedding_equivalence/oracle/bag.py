@@ -241,9 +241,14 @@ class BagOracle(MaxBags, Oracle):
         """The exact ``(B, D)`` reduction and its bound (signs of zeros are not compared)."""
         return self.forward()
 
+    @property
+    def negates(self) -> bool:
+        """Not in ``max`` mode: the maxima of the negated rows are the negated minima."""
+        return self.mode != "max"
+
     def negated_output(self) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The output on the negated table: in ``max`` mode the maxima of the negated rows."""
-        if self.mode != "max":
+        if self.negates:
             return super().negated_output()
         x, r = self._entries()
         return self._max_forward(-x, r)

@@ -202,13 +202,17 @@ class Oracle(Protocol):
         """The exact output (float64, CPU) and its bound (``None``: exact, signed zeros too)."""
         ...
 
-    def negated_output(self) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The exact output and bound of the call on the negated table (or negated scales).
+    @property
+    def negates(self) -> bool:
+        """Whether the exact output on the negated table is the negated output: the default.
 
-        Negation is exact and the rounding symmetric, so a sum's exact value and bound
-        negate with it: the default. A reduction that negation does not commute with
-        (``max``) says otherwise.
+        Negation is exact and the rounding symmetric, so a sum's exact value and bound negate
+        with it; a reduction that negation does not commute with (``max``) says otherwise.
         """
+        return True
+
+    def negated_output(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The exact output and bound of the call on the negated table (or negated scales)."""
         expected, bound = self.output()
         return -expected, bound
 

@@ -390,7 +390,9 @@ def _judge_again(outcome: Outcome, call: Call, oracle: Oracle, name: str, repro:
     what = f"{name}, called again on the same tensors after the table was negated in place"
     if again.error is not None:
         raise EquivalenceError(f"{what}, raised {type(again.error).__name__}: {again.error}", repro)
-    if oracle.negates and same_bits(again.output, outcome.output, negated=True):
+    first = outcome.output
+    assert isinstance(first, torch.Tensor)  # judged before this
+    if oracle.negates and same_bits(again.output, first, negated=True):
         return  # -out, bit for bit: within out's bound of the negated exact output
     expected, bound = oracle.negated_output()
     second = again.output
@@ -398,13 +400,12 @@ def _judge_again(outcome: Outcome, call: Call, oracle: Oracle, name: str, repro:
     if msg:
         raise EquivalenceError(msg, repro)
     assert isinstance(second, torch.Tensor)
-    assert isinstance(outcome.output, torch.Tensor)
     msg, worst = compare_exact_or_bounded("out", second, expected, bound)
     if msg is None:
         return
     msg += f" [{what}]"
-    first = outcome.output.detach().to(second.device)
-    if torch.equal(second, first) and not torch.equal(expected, -expected):
+    stale = torch.equal(second, first.detach().to(second.device))
+    if stale and not torch.equal(expected, -expected):
         msg += (
             ": the first call's output, returned again for new values (state kept between "
             "calls, such as a result cached by the inputs' address or shape)"

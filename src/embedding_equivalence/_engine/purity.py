@@ -71,16 +71,12 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
     return t.contiguous().view(width[t.element_size()])
 
 
-def same_bits(a: object, b: object, *, negated: bool = False) -> bool:
-    """Whether ``a`` is ``b`` (or ``-b``), bit for bit: tensors of one dtype, shape and device."""
-    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+def same_bits(a: object, b: torch.Tensor, *, negated: bool = False) -> bool:
+    """Whether ``a`` is ``b`` (or ``-b``), bit for bit: a float tensor of ``b``'s kind."""
+    kind = (b.dtype, b.shape, b.device, b.layout)
+    if not isinstance(a, torch.Tensor) or (a.dtype, a.shape, a.device, a.layout) != kind:
         return False
-    if (a.dtype, a.shape, a.device, a.layout) != (b.dtype, b.shape, b.device, torch.strided):
-        return False
-    if not a.is_floating_point():
-        return False
-    b = b.detach()
-    return torch.equal(_bits(a), _bits(-b if negated else b))
+    return a.is_floating_point() and torch.equal(_bits(a), _bits(-b if negated else b))
 
 
 def _value(t: torch.Tensor, index: tuple[int, ...]) -> str:

@@ -182,12 +182,10 @@ class VerificationReport:
 
 def _merge_compiled(runs: Sequence[CompiledRun]) -> CompiledRun:
     reasons = sum((Counter(r.fallback_reasons) for r in runs), Counter[str]())
-    return CompiledRun(
-        examples=sum(r.examples for r in runs),
-        eager_fallbacks=sum(r.eager_fallbacks for r in runs),
-        fallback_reasons=dict(reasons.most_common()),
-        graphs=sum(r.graphs for r in runs),
-    )
+    counts = {
+        f: sum(getattr(r, f) for r in runs) for f in ("examples", "eager_fallbacks", "graphs")
+    }
+    return CompiledRun(**counts, fallback_reasons=dict(reasons.most_common()))
 
 
 def _merge_sharded(runs: Sequence[ShardedRun]) -> ShardedRun:

@@ -180,6 +180,7 @@ class BagOracle(MaxBags, Oracle):
         flat = input.detach().reshape(-1).to(device="cpu", dtype=torch.int64)
         starts, end = bag_starts(input, offsets, include_last_offset)
         self.mode, self.num_embeddings, self.dim = mode, num_embeddings, dim
+        self.negates = mode != "max"  # the maxima of the negated rows are the negated minima
         self.input_shape = tuple(input.shape)
         self.scale_grad_by_freq = options.get("scale_grad_by_freq", False)
         self._flat = flat
@@ -240,11 +241,6 @@ class BagOracle(MaxBags, Oracle):
     def output(self) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The exact ``(B, D)`` reduction and its bound (signs of zeros are not compared)."""
         return self.forward()
-
-    @property
-    def negates(self) -> bool:
-        """Not in ``max`` mode: the maxima of the negated rows are the negated minima."""
-        return self.mode != "max"
 
     def negated_output(self) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The output on the negated table: in ``max`` mode the maxima of the negated rows."""

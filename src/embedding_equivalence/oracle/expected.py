@@ -197,19 +197,14 @@ class Oracle(Protocol):
 
     #: How the expected output shape is named in messages, e.g. ``"(*input.shape, D)"``.
     output_shape_text: str = "(*input.shape, D)"
+    #: Whether the exact output on the negated table is the negated output: negation is exact
+    #: and the rounding symmetric, so a sum's exact value and bound negate with it; a
+    #: reduction that negation does not commute with (``max``) says otherwise.
+    negates: bool = True
 
     def output(self) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The exact output (float64, CPU) and its bound (``None``: exact, signed zeros too)."""
         ...
-
-    @property
-    def negates(self) -> bool:
-        """Whether the exact output on the negated table is the negated output: the default.
-
-        Negation is exact and the rounding symmetric, so a sum's exact value and bound negate
-        with it; a reduction that negation does not commute with (``max``) says otherwise.
-        """
-        return True
 
     def negated_output(self) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The exact output and bound of the call on the negated table (or negated scales)."""

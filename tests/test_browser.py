@@ -1,10 +1,13 @@
 """The built site in a real browser, at a desktop and a phone width.
 
-Every page of the nav is read at a desktop width (1280 x 800) and a phone width (375 x 812):
+Every page of the nav is read at a desktop width (1280 x 800) and a phone width (390 x 844):
 it loads without errors, its maths is typeset, every display formula keeps its natural width
-(it scrolls sideways where wider than the screen), every figure fits the text column, and no
-page is wider than the screen. At the desktop width the text of every figure is at least
-11 CSS pixels, and the home page shows a figure on its first screen.
+and fits the screen (nothing of it is clipped or scrolled out of sight), every figure fits the
+text column, and no page is wider than the screen. The text of every figure is at least
+11 CSS pixels on the desktop and 10 on the phone, as the reader sees it (a figure with a phone
+layout shows that one on the phone, and the test reads only what is shown). The switch from
+a figure's desktop layout to its phone layout happens where the stylesheet says, and the home
+page shows a figure on its first screen.
 
 Opt-in: needs a Chromium (Debian's ``chromium`` package, ``/usr/bin/chromium``, or
 ``$CHROMIUM``) and Playwright's Python package (``pip install playwright``; its own browser
@@ -46,12 +49,15 @@ MATHS = {
     "when-equivalence-breaks/": 8,
     "sharded/": 3,
 }
-VIEWPORTS = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 375, "height": 812}}
-#: The least size of a figure's text at the desktop width, in CSS pixels.
-MIN_TEXT_PX = 11.0
+VIEWPORTS = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
+#: The least size of a figure's text at each width, in CSS pixels.
+MIN_TEXT_PX = {"desktop": 11.0, "phone": 10.0}
 #: Pages whose figures come from modules outside this test's scope and do not meet
 #: MIN_TEXT_PX yet, and why.
 SMALL_TEXT: dict[str, str] = {}
+#: The widest window that shows a figure's phone layout (docs/stylesheets/extra.css), and the
+#: least size of a figure's text on either side of it.
+PHONE_LAYOUT_UP_TO_PX = 655
 
 # A rendered width may differ from the one computed by a fraction of a pixel.
 _SUBPIXEL = 0.5
@@ -63,9 +69,12 @@ def _page_id(page: str) -> str:
 
 
 # Measures everything the tests check, once per page and width. A figure's text size is its
-# font size (in the SVG's units) times the scale the SVG is drawn at, from getScreenCTM.
-# A display formula's natural width is that of a box as wide as MathJax's svg asks for (a
-# width in ex), put in the formula's container so that an ex is the formula's ex.
+# font size (in the SVG's units) times the scale the SVG is drawn at, from getScreenCTM; only
+# the text that is shown counts (a hidden layout's text has no box). A display formula's
+# natural width is that of a box as wide as MathJax's svg asks for (a width in ex), put in the
+# formula's container so that an ex is the formula's ex. A formula is clipped when its box
+# reaches past the visible part of its container (div.arithmatex, which clips and scrolls),
+# or when the container has anything to scroll to.
 _MEASURE = """() => {
   const box = e => {
     const r = e.getBoundingClientRect();
@@ -76,13 +85,17 @@ _MEASURE = """() => {
     const texts = [];
     for (const t of svg.querySelectorAll("text, tspan")) {
       const own = [...t.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
-      if (!own) continue;
+      if (!own || !t.getClientRects().length) continue;
       const m = t.closest("text").getScreenCTM();
       texts.push([parseFloat(getComputedStyle(t).fontSize) * Math.hypot(m.a, m.b),
                   t.textContent.trim()]);
     }
     texts.sort((a, b) => a[0] - b[0]);
-    return {label: svg.getAttribute("aria-label"), ...box(svg), texts: texts.slice(0, 5)};
+    const phone = svg.querySelector(":scope > .ee-phone");
+    const layout =
+      !phone ? "one" : getComputedStyle(phone).display === "none" ? "desktop" : "phone";
+    return {label: svg.getAttribute("aria-label"), ...box(svg), layout,
+            shown: texts.length, texts: texts.slice(0, 5)};
   });
   const maths = [...document.querySelectorAll('mjx-container[display="true"]')].map(c => {
     const svg = c.querySelector(":scope > svg");
@@ -93,10 +106,12 @@ _MEASURE = """() => {
     const natural = probe.getBoundingClientRect().width;
     probe.remove();
     const scroller = c.closest("div.arithmatex");
+    const r = svg.getBoundingClientRect(), s = scroller.getBoundingClientRect();
+    const visible = s.left + scroller.clientLeft + scroller.clientWidth;
     return {tex: (c.querySelector("mjx-assistive-mml") || c).textContent.slice(0, 60),
-            width: svg.getBoundingClientRect().width, natural,
-            scrolls: scroller.scrollWidth > scroller.clientWidth,
-            fits: svg.getBoundingClientRect().width <= scroller.clientWidth};
+            width: r.width, natural, room: scroller.clientWidth,
+            clipped: r.left < s.left + scroller.clientLeft - 0.5 || r.right > visible + 0.5,
+            scrolls: scroller.scrollWidth > scroller.clientWidth};
   });
   return {
     column: box(column), viewport: {width: innerWidth, height: innerHeight},
@@ -231,7 +246,7 @@ def test_page_renders(visit: Callable[[str, str], Any], page: str, viewport: str
 
 
 @_pages
-def test_display_maths_keep_their_width(
+def test_display_maths_keep_their_width_and_fit(
     visit: Callable[[str, str], Any], page: str, viewport: str
 ) -> None:
     seen = visit(page, viewport)
@@ -242,8 +257,13 @@ def test_display_maths_keep_their_width(
             f"{where} is drawn {formula['width']:.1f} px wide, its natural width is "
             f"{formula['natural']:.1f} px"
         )
-        # Wider than the screen: its own box scrolls, not the page.
-        assert formula["fits"] or formula["scrolls"], where
+        # Not shrunk, so it must fit: a long formula is written on several lines.
+        clipped = (
+            f"{where} is {formula['width']:.0f} px wide, its box shows "
+            f"{formula['room']:.0f} px: break it into lines (aligned, gathered)"
+        )
+        assert not formula["clipped"], clipped
+        assert not formula["scrolls"], clipped
     assert seen["pageWidth"] <= seen["viewport"]["width"], "the page scrolls sideways"
 
 
@@ -271,11 +291,46 @@ def test_figures_fit_the_column(visit: Callable[[str, str], Any], page: str, vie
     ],
     ids=[_page_id(p) for p in PAGES],
 )
-def test_figure_text_is_legible_on_a_desktop(visit: Callable[[str, str], Any], page: str) -> None:
-    seen = visit(page, "desktop")
+def test_figure_text_is_legible(visit: Callable[[str, str], Any], page: str, viewport: str) -> None:
+    seen = visit(page, viewport)
+    least = MIN_TEXT_PX[viewport]
     for figure in seen["figures"]:
-        small = [(round(px, 2), text) for px, text in figure["texts"] if px < MIN_TEXT_PX]
-        assert not small, f"{figure['label']}: text below {MIN_TEXT_PX} px: {small}"
+        assert figure["shown"], f"{figure['label']}: no text shown"
+        # A phone shows a figure's phone layout, a desktop its desktop layout.
+        assert figure["layout"] in ("one", viewport), (figure["label"], figure["layout"])
+        small = [(round(px, 2), text) for px, text in figure["texts"] if px < least]
+        assert not small, f"{figure['label']}: text below {least} px: {small}"
+
+
+@pytest.mark.parametrize(
+    ("width", "layout"),
+    [(PHONE_LAYOUT_UP_TO_PX, "phone"), (PHONE_LAYOUT_UP_TO_PX + 1, "desktop")],
+    ids=["last-phone-width", "first-desktop-width"],
+)
+def test_the_layouts_switch_where_both_stay_legible(
+    browser: Any, base_url: str, width: int, layout: str
+) -> None:
+    # On either side of the switch the figure fills most of the column: the narrowest the
+    # desktop layout gets, and the widest the phone layout gets.
+    context = browser.new_context(viewport={"width": width, "height": 800})
+    try:
+        tab = context.new_page()
+        tab.route(
+            "**/*",
+            lambda r: r.continue_() if r.request.url.startswith(base_url) else r.abort(),
+        )
+        tab.goto(base_url + "lookup-is-a-matmul/", wait_until="load")
+        tab.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
+        tab.evaluate("() => MathJax.startup.promise")
+        seen = tab.evaluate(_MEASURE)
+    finally:
+        context.close()
+    shown = {f["layout"] for f in seen["figures"]}
+    assert shown <= {"one", layout}, shown
+    assert layout in shown, shown
+    for figure in seen["figures"]:
+        small = [(round(px, 2), text) for px, text in figure["texts"] if px < 10.0]
+        assert not small, f"{figure['label']} at {width} px: {small}"
 
 
 def test_the_home_page_shows_a_figure_on_its_first_screen(

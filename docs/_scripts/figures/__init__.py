@@ -9,12 +9,17 @@ Called without arguments, each figure draws the worked example of the seed noteb
 (``torch.manual_seed(123)``, ``nn.Embedding(4, 5)``, ids ``[2, 3, 1]``), which
 [`worked_example`][] rebuilds.
 
+Every figure is legible on a desktop and on a phone (no text under 11 and 10 CSS pixels). A
+figure too wide for a phone is drawn twice, side by side for a desktop and stacked for a
+phone, and both layouts go into its one ``<svg>``: the site's stylesheet shows the one that
+fits the screen (see ``_style.responsive_svg``).
+
 One module per family of figures: ``lookup`` (lookup, one-hot, matmul), ``layouts``
 (``Embedding`` vs ``Linear`` vs Keras, strides), ``gradients``, ``bags``, ``efficiency``
 (costs and the benchmark's results), ``error_bounds``, ``sharded`` (the row and column
 splits of a sharded table), and ``architecture`` (the contributors' map of the modules).
-``_style`` holds the shared colours and SVG output, ``_canvas`` the cell-by-cell canvas they
-draw on.
+``_style`` holds the shared colours (one meaning each), text sizes and SVG output,
+``_canvas`` the cell-by-cell canvas they draw on.
 
 This package belongs to the docs, not to ``embedding_equivalence``: the pages import it after
 ``sys.path.insert(0, "docs/_scripts")``, and nothing in the installed package imports it.

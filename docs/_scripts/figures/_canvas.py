@@ -23,13 +23,17 @@ from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 
 from ._style import (
     BODY,
+    DESKTOP,
+    EVERY_SCREEN,
     FAINT_TEXT,
     GRID,
     PAPER,
+    PHONE,
     SMALL,
     SYMBOL,
     TEXT,
     TITLE,
+    Screen,
     fmt,
     min_font_size,
     new_figure,
@@ -46,6 +50,7 @@ __all__ = [
     "Product",
     "check_drawable",
     "defaults",
+    "desktop_and_phone",
     "drawable_table",
     "product_layout",
     "values",
@@ -189,14 +194,21 @@ class Canvas:
     Args:
         width: in inches.
         height: in inches.
+        screens: where it is read: every screen (one layout), ``(DESKTOP,)`` or ``(PHONE,)``
+            (one of a figure's two layouts, see [`desktop_and_phone`][]).
     """
 
-    def __init__(self, width: float, height: float) -> None:
+    def __init__(
+        self, width: float, height: float, screens: Sequence[Screen] = EVERY_SCREEN
+    ) -> None:
         self.width = width
         self.height = height
+        self.screens = tuple(screens)
         #: No text of this canvas is smaller, in points (a wide canvas is shown scaled down).
-        self.min_fontsize = min_font_size(width)
-        self.fig, (self.ax,) = new_figure(width, height, rect=(0.0, 0.0, 1.0, 1.0))
+        self.min_fontsize = min_font_size(width, self.screens)
+        self.fig, (self.ax,) = new_figure(
+            width, height, rect=(0.0, 0.0, 1.0, 1.0), screens=self.screens
+        )
         self.ax.set_xlim(0, width)
         self.ax.set_ylim(height, 0)
         self.ax.set_axis_off()
@@ -234,6 +246,22 @@ class Canvas:
                 shrinkB=1,
             )
         )
+
+    def lane_arrow(
+        self, start: tuple[float, float], end_y: float, colour: str, bulge: float = 0.12
+    ) -> None:
+        """An arrow from ``start`` straight down (or up) to ``end_y``, bent out to the right.
+
+        The arrows of a phone layout run in a lane right of its matrices; a longer arrow
+        bends further out, ``bulge`` inches plus a tenth of its length, so that arrows that
+        share the lane stay apart.
+        """
+        length = end_y - start[1]
+        if abs(length) < 1e-9:
+            return
+        apex = bulge + 0.1 * abs(length)
+        # arc3 puts the control point rad * length to the side; the curve reaches half of it.
+        self.arrow(start, (start[0], end_y), colour, rad=-2 * apex / length)
 
     def box(self, x: float, y: float, width: float, height: float, face: Any, edge: str) -> None:
         """A rounded box with its top-left corner at ``(x, y)``."""
@@ -275,20 +303,22 @@ class Canvas:
             weight: the ``(V, D)`` table.
             out: the product.
             out_title: the product's title, written between ``weight`` and ``out``.
-            weight_style: more keyword arguments of [`matrix`][] for the table.
-            out_style: more keyword arguments of [`matrix`][] for the product.
+            weight_style: more keyword arguments of [`matrix`][] for the table (they may
+                replace its title and labels).
+            out_style: more keyword arguments of [`matrix`][] for the product (they may
+                replace its title, or give it labels).
         """
         v, d = weight.shape
+        table: dict[str, Any] = {
+            "row_labels": [str(r) for r in range(v)],
+            "col_labels": [str(j) for j in range(d)],
+            "title": f"weight  ({v}, {d})",
+        }
         self.matrix(
-            place.x_weight,
-            place.y_weight,
-            values(weight),
-            row_labels=[str(r) for r in range(v)],
-            col_labels=[str(j) for j in range(d)],
-            title=f"weight  ({v}, {d})",
-            **(weight_style or {}),
+            place.x_weight, place.y_weight, values(weight), **{**table, **(weight_style or {})}
         )
-        self.matrix(place.x_weight, place.y_out, values(out), title=out_title, **(out_style or {}))
+        product: dict[str, Any] = {"title": out_title, **(out_style or {})}
+        self.matrix(place.x_weight, place.y_out, values(out), **product)
 
     def matrix(
         self,
@@ -364,6 +394,21 @@ class Canvas:
             top = y - (0.27 if col_labels is not None else 0.1)
             self.text(x + cols * cell_w / 2, top, title, va="bottom", fontsize=TITLE)
 
-    def svg(self, name: str, label: str) -> str:
-        """The canvas as an inline SVG element (see ``render_svg``)."""
-        return render_svg(self.fig, name, label)
+    def svg(self, name: str, label: str, phone: Canvas | None = None) -> str:
+        """The canvas as an inline SVG element (see ``render_svg``), with its phone layout."""
+        return render_svg(self.fig, name, label, phone=None if phone is None else phone.fig)
+
+
+def desktop_and_phone(draw: Callable[..., Canvas], name: str, label: str, **kwargs: Any) -> str:
+    """A figure drawn twice, by ``draw(phone=..., **kwargs)``: for a desktop and for a phone.
+
+    ``draw`` lays the same tensors out side by side for a desktop (``phone=False``, a canvas
+    read on [`DESKTOP`][figures._style.DESKTOP]) and stacked for a phone (``phone=True``,
+    read on [`PHONE`][figures._style.PHONE]); both go into one ``<svg>``, and the page shows
+    the one that fits its width.
+    """
+    desktop = draw(phone=False, **kwargs)
+    phone = draw(phone=True, **kwargs)
+    assert desktop.screens == (DESKTOP,), name
+    assert phone.screens == (PHONE,), name
+    return desktop.svg(name, label, phone)

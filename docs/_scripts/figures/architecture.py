@@ -13,7 +13,7 @@ import textwrap
 from dataclasses import dataclass
 
 from ._canvas import Canvas
-from ._style import TEXT, id_colour, tint
+from ._style import DARK_GREY, MID_GREY, TEXT, screens_of, tint
 
 __all__ = ["DATA_PATH", "Part", "Stage", "architecture_table", "data_path_figure", "modules"]
 
@@ -218,8 +218,10 @@ def architecture_table() -> str:
     return "\n".join(lines)
 
 
-# Layout, in inches.
+# Layout, in inches: the width on a desktop and on a phone (shown scaled down to a phone's
+# column, 11 pt reads at 10.5 px).
 _WIDTH = 7.0
+_PHONE_WIDTH = 5.2
 _MARGIN = 0.2
 _GAP_X = 0.4  # between the boxes of a row
 _GAP_Y = 0.55  # between rows: room for the arrows and their labels
@@ -228,8 +230,11 @@ _INSET = 0.3  # of an arrow from the ends of a box
 _TITLE_H = 0.27
 _LINE_H = 0.21
 _CHARS_PER_INCH = 11.0  # of 11 pt text, to wrap the summaries
+_LABEL_EM = 0.6  # the width of a character of a label, in em (sans-serif, generous)
 _FONT = 11.0  # the smallest text of the figure, in points
-_SUMMARY = "#3c4043"
+_SUMMARY = DARK_GREY
+#: The stages' boxes: grey, for a colour would read as an id's (the tensor figures' colours).
+_BOX = MID_GREY
 
 
 @dataclass(frozen=True)
@@ -239,7 +244,6 @@ class _Box:
     y: float
     width: float
     height: float
-    colour: str
 
     @property
     def centre(self) -> float:
@@ -251,31 +255,29 @@ def _lines(stage: Stage, width: float) -> list[str]:
     return textwrap.wrap(stage.summary, int((width - 2 * _PAD) * _CHARS_PER_INCH))
 
 
-def _layout() -> list[list[_Box]]:
+def _layout(figure_width: float) -> list[list[_Box]]:
     """Place every stage: one row of boxes per row of [`DATA_PATH`][], each row centred."""
     rows: list[list[_Box]] = []
-    y = 0.55
-    k = 0
+    y = 0.55 if figure_width == _WIDTH else 0.75  # a phone's title takes two lines
     for row in DATA_PATH:
         count = len(row)
-        width = min(4.6, (_WIDTH - 2 * _MARGIN - (count - 1) * _GAP_X) / count)
-        x = (_WIDTH - count * width - (count - 1) * _GAP_X) / 2
+        width = min(4.6, (figure_width - 2 * _MARGIN - (count - 1) * _GAP_X) / count)
+        x = (figure_width - count * width - (count - 1) * _GAP_X) / 2
         heights = [
             2 * _PAD + _TITLE_H + _LINE_H * (len(s.parts) + len(_lines(s, width))) for s in row
         ]
         height = max(heights)
         boxes = []
         for stage in row:
-            boxes.append(_Box(stage, x, y, width, height, id_colour(k)))
+            boxes.append(_Box(stage, x, y, width, height))
             x += width + _GAP_X
-            k += 1
         rows.append(boxes)
         y += height + _GAP_Y
     return rows
 
 
 def _draw_box(c: Canvas, box: _Box) -> None:
-    c.box(box.x, box.y, box.width, box.height, tint(box.colour, 0.18), box.colour)
+    c.box(box.x, box.y, box.width, box.height, tint(_BOX, 0.1), _BOX)
     left = box.x + _PAD
     y = box.y + _PAD + _TITLE_H / 2
     c.text(left, y, box.stage.name, ha="left", fontsize=12.5, fontweight="bold")
@@ -298,7 +300,9 @@ def _link(c: Canvas, upper: _Box, lower: _Box) -> None:
     c.arrow((start_x, top), (end_x, bottom), TEXT, width=1.4)
     if upper.stage.hands_on:  # on the outer side of the arrow, clear of the others
         mid_x, mid_y = (start_x + end_x) / 2, (top + bottom) / 2
-        left = mid_x < c.width / 2 - 0.01
+        # Inward where the outer side has no room for it (a phone's narrower figure).
+        room = len(upper.stage.hands_on) * _FONT * _LABEL_EM / 72 + 0.1 + _MARGIN / 2
+        left = mid_x < c.width / 2 - 0.01 or mid_x + room > c.width
         x = mid_x - 0.1 if left else mid_x + 0.1
         c.text(x, mid_y, upper.stage.hands_on, ha="right" if left else "left", fontsize=_FONT)
 
@@ -308,20 +312,34 @@ def data_path_figure() -> str:
 
     Drawn from [`DATA_PATH`][]: strategy, then Case, then the candidate run by the runner
     beside the oracle, then the judge, then the report and the repro. Module names are
-    relative to ``embedding_equivalence``; no text is smaller than 11 pt.
+    relative to ``embedding_equivalence``; no text is smaller than 11 pt. A phone gets the
+    same layout, narrower.
 
     Returns:
         An SVG document.
     """
-    rows = _layout()
+    rows = _layout(_WIDTH)
+    stages = " -> ".join("/".join(b.stage.name for b in row) for row in rows)
+    return _draw_data_path(phone=False).svg(
+        "architecture",
+        f"the data path: {stages}, each with its modules",
+        _draw_data_path(phone=True),
+    )
+
+
+def _draw_data_path(*, phone: bool) -> Canvas:
+    width = _PHONE_WIDTH if phone else _WIDTH
+    rows = _layout(width)
     last = rows[-1][0]
-    c = Canvas(_WIDTH, last.y + last.height + 0.2)
+    c = Canvas(width, last.y + last.height + 0.2, screens_of(phone))
+    title = f"one verification, stage by stage (modules of {PACKAGE})"
     c.text(
-        _WIDTH / 2,
+        width / 2,
         0.25,
-        f"one verification, stage by stage (modules of {PACKAGE})",
+        title.replace(" (", "\n(") if phone else title,
         fontsize=_FONT,
         color=_SUMMARY,
+        va="top" if phone else "center",
     )
     for upper_row, lower_row in itertools.pairwise(rows):
         for upper in upper_row:
@@ -330,5 +348,4 @@ def data_path_figure() -> str:
     for row in rows:
         for box in row:
             _draw_box(c, box)
-    stages = " -> ".join("/".join(b.stage.name for b in row) for row in rows)
-    return c.svg("architecture", f"the data path: {stages}, each with its modules")
+    return c

@@ -13,15 +13,17 @@ from typing import TYPE_CHECKING, Any
 
 from ._style import (
     COLUMN_PX,
+    FORM_COLOURS,
     GRID,
-    ID_COLOURS,
+    MID_GREY,
     MUTED,
-    RED,
+    TEXT,
     figure_style,
     inline_svg,
     log_tick_labels,
     new_figure,
     render_svg,
+    screens_of,
     tidy_axes,
 )
 
@@ -102,17 +104,23 @@ def forward_cost(
     )
 
 
-#: How [`work_figure`][] draws each form.
+#: How [`work_figure`][] draws each form (the dense matmul is the one-hot matmul): the lookup
+#: as a broad band, so that the sparse matmul's dashes on it show.
 _WORK_STYLES: dict[str, dict[str, Any]] = {
-    "lookup": {"color": ID_COLOURS[2], "linewidth": 4.0, "alpha": 0.6, "marker": None},
+    "lookup": {"color": FORM_COLOURS["lookup"], "linewidth": 4.0, "alpha": 0.5, "marker": None},
     "sparse matmul": {
-        "color": ID_COLOURS[0],
+        "color": FORM_COLOURS["sparse matmul"],
         "linewidth": 1.2,
         "linestyle": "--",
         "marker": "o",
         "ms": 3,
     },
-    "dense matmul": {"color": RED, "linewidth": 1.2, "marker": "o", "ms": 3},
+    "dense matmul": {
+        "color": FORM_COLOURS["one-hot matmul"],
+        "linewidth": 1.2,
+        "marker": "o",
+        "ms": 3,
+    },
 }
 
 
@@ -121,7 +129,8 @@ def work_figure(
 ) -> str:
     """Bytes moved and FLOPs of one forward call, lookup vs one-hot matmul, against ``V``.
 
-    Computed with [`forward_cost`][]; log-log axes.
+    Computed with [`forward_cost`][]; log-log axes, side by side on a desktop and one above
+    the other on a phone.
 
     Args:
         num_ids: ``N`` (default 16,384: a batch of 8 sequences of 2,048 tokens).
@@ -133,13 +142,36 @@ def work_figure(
         An SVG document.
     """
     vs = list(vocabs) if vocabs is not None else [2**k for k in range(10, 19)]
-    with figure_style(7.2):
-        fig = _draw_work(vs, num_ids, dim, itemsize)
-    return render_svg(fig, "work", "bytes and FLOPs of lookup, sparse and dense matmul against V")
+    args = (vs, num_ids, dim, itemsize)
+    return render_svg(
+        _draw_work(*args, phone=False),
+        "work",
+        "bytes and FLOPs of lookup, sparse and dense matmul against V",
+        phone=_draw_work(*args, phone=True),
+    )
 
 
-def _draw_work(vs: Sequence[int], num_ids: int, dim: int, itemsize: int) -> Figure:
-    fig, axes = new_figure(7.2, 2.8, ncols=2)
+def _draw_work(vs: Sequence[int], num_ids: int, dim: int, itemsize: int, *, phone: bool) -> Figure:
+    width, height = (_PHONE_WIDTH, 5.8) if phone else (7.2, 2.8)
+    screens = screens_of(phone)
+    with figure_style(width, screens):
+        fig, axes = new_figure(
+            width, height, ncols=1 if phone else 2, nrows=2 if phone else 1, screens=screens
+        )
+        _plot_work(fig, axes, vs, num_ids, dim, itemsize, phone=phone)
+    return fig
+
+
+def _plot_work(
+    fig: Figure,
+    axes: Sequence[Any],
+    vs: Sequence[int],
+    num_ids: int,
+    dim: int,
+    itemsize: int,
+    *,
+    phone: bool,
+) -> None:
     for form, style in _WORK_STYLES.items():
         costs = [forward_cost(form, num_ids, v, dim, itemsize) for v in vs]
         axes[0].plot(vs, [x.bytes_moved for x in costs], label=form, **style)
@@ -155,9 +187,9 @@ def _draw_work(vs: Sequence[int], num_ids: int, dim: int, itemsize: int) -> Figu
         ax.set_xlabel("vocabulary size V")
         tidy_axes(ax)
         ax.legend(frameon=False)
-    fig.suptitle(f"one forward call, N = {num_ids:,} ids, D = {dim:,}, {itemsize} bytes per value")
+    settings = f"N = {num_ids:,} ids, D = {dim:,}, {itemsize} bytes per value"
+    fig.suptitle(f"one forward call,{chr(10) if phone else ' '}{settings}")
     fig.set_layout_engine("constrained")  # room for the shared style's sizes, whatever they are
-    return fig
 
 
 def _bench_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
@@ -304,21 +336,15 @@ def bench_section(directory: str | Path = "docs/bench") -> str:
 # A sweep of benchmarks/bench: tables and figures from its bench.json
 # --------------------------------------------------------------------------------------------
 
-#: Colour of each form of the sweep in the figures (others cycle through the id colours).
-_FORM_COLOURS = {
-    "lookup": ID_COLOURS[2],
-    "lookup (sparse grad)": ID_COLOURS[5],
-    "one-hot matmul": RED,
-    "linear": ID_COLOURS[3],
-    "sparse matmul": ID_COLOURS[0],
-}
-#: The linear layer times as the one-hot matmul it is: open markers, so that both show.
-_OPEN_MARKERS = {"linear": "D"}
+#: The colour of a form that [`FORM_COLOURS`][figures._style.FORM_COLOURS] does not name.
+_OTHER_FORM = MID_GREY
 _MODE_TITLES = {"fwd": "forward", "fwd+bwd": "forward + backward"}
 _MODE_MARKERS = {"fwd": "o", "fwd+bwd": "s"}
 #: The width of the sweep's figures in inches: the page's text column, so that they are shown
 #: at their natural size and their text at the shared style's sizes.
 _FIGURE_WIDTH = COLUMN_PX / 96
+#: The width of a figure's phone layout, in inches: about a phone's text column (358 px).
+_PHONE_WIDTH = 3.7
 
 
 def _ms(value: float | None) -> str:
@@ -331,14 +357,32 @@ def _ms(value: float | None) -> str:
 
 
 def _line(form: str) -> dict[str, Any]:
-    """How a form's measured line is drawn: markers at the points, open for some forms."""
-    if form in _OPEN_MARKERS:
-        return {"marker": _OPEN_MARKERS[form], "ms": 5, "mfc": "none", "lw": 0.9}
+    """How a form's measured line is drawn.
+
+    The linear layer is the one-hot matmul (a matmul with the one-hot), and times the same:
+    the one-hot matmul is drawn as a broad, pale band and the linear layer as a thin line with
+    white diamonds on it, so that both show where they coincide. Every other form is a line
+    with dots at the points.
+    """
+    if form == "one-hot matmul":
+        return {"marker": None, "lw": 5.0, "alpha": 0.4, "solid_capstyle": "round"}
+    if form == "linear":
+        return {"marker": "D", "ms": 4.5, "mfc": "white", "lw": 1.0}
     return {"marker": "o", "ms": 3.5, "lw": 1.2}
 
 
-def _form_colour(form: str, order: dict[str, int]) -> str:
-    return _FORM_COLOURS.get(form, ID_COLOURS[order.setdefault(form, len(order))])
+def _dots(form: str) -> dict[str, Any]:
+    """How a form's cases are drawn in a scatter: as its line is (see [`_line`][])."""
+    colour = _form_colour(form)
+    if form == "one-hot matmul":  # large and pale, under the linear layer's
+        return {"s": 70, "color": colour, "alpha": 0.4, "linewidths": 0}
+    if form == "linear":  # small and white, on the one-hot matmul's
+        return {"s": 18, "facecolors": "white", "edgecolors": colour, "linewidths": 1.0}
+    return {"s": 22, "color": colour}
+
+
+def _form_colour(form: str) -> str:
+    return FORM_COLOURS.get(form, _OTHER_FORM)
 
 
 def _html_table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric_from: int) -> str:
@@ -562,32 +606,52 @@ def _sweep_axes(ax: Any, mode: str) -> None:
     tidy_axes(ax)
 
 
-def _finish_sweep(fig: Figure, axes: Any, ylabel: str, dashed: str, title: str) -> Figure:
+def _finish_sweep(
+    fig: Figure, axes: Any, ylabel: str, dashed: str, title: str, *, phone: bool
+) -> Figure:
     """The y label, one legend under both panels (``dashed`` names the dashed lines), a title."""
-    axes[0].set_ylabel(ylabel)
-    axes[1].plot([], [], "k--", lw=1, label=f"{dashed} (dashed)")
+    for ax in axes if phone else axes[:1]:
+        ax.set_ylabel(ylabel)
+    axes[1].plot([], [], color=TEXT, ls="--", lw=1, label=f"{dashed} (dashed)")
     fig.legend(
-        *axes[1].get_legend_handles_labels(), loc="outside lower center", ncols=3, frameon=False
+        *axes[1].get_legend_handles_labels(),
+        loc="outside lower center",
+        ncols=2 if phone else 3,
+        frameon=False,
     )
-    fig.suptitle(title)
+    fig.suptitle(title.replace(", N =", ",\nN =") if phone else title)
     fig.set_layout_engine("constrained")
     return fig
 
 
-def _rendered(draw: Callable[[], Figure | None], name: str, label: str) -> str | None:
-    """``draw()`` in the shared style, as an inline SVG, or ``None`` when nothing was drawn."""
-    with figure_style(_FIGURE_WIDTH):  # titles, labels and legends take the shared sizes
-        fig = draw()
-    return None if fig is None else render_svg(fig, name, label)
+def _sweep_figure(height: float, *, phone: bool) -> tuple[Figure, list[Any]]:
+    """A figure of the two modes' panels: side by side, or one above the other on a phone."""
+    if phone:
+        return new_figure(_PHONE_WIDTH, 2 * height - 0.6, nrows=2, screens=screens_of(True))
+    return new_figure(_FIGURE_WIDTH, height, ncols=2, screens=screens_of(False))
 
 
-def _draw_time(payload: dict[str, Any]) -> Figure | None:
+def _rendered(draw: Callable[[bool], Figure | None], name: str, label: str) -> str | None:
+    """``draw(phone)`` for a desktop and a phone, as one inline SVG (``None``: nothing drawn)."""
+
+    def drawn(phone: bool) -> Figure | None:
+        width = _PHONE_WIDTH if phone else _FIGURE_WIDTH
+        # Titles, labels and legends take the shared sizes.
+        with figure_style(width, screens_of(phone)):
+            return draw(phone)
+
+    desktop = drawn(False)
+    if desktop is None:
+        return None
+    return render_svg(desktop, name, label, phone=drawn(True))
+
+
+def _draw_time(payload: dict[str, Any], *, phone: bool) -> Figure | None:
     """Every form over the ``V`` sweep: measured (markers) and modelled (dashed), per mode."""
     results = payload["results"]
     n, d, vocabs = _v_sweep(payload)
     forms = list(dict.fromkeys(r["form"] for r in results))
-    order: dict[str, int] = {}
-    fig, axes = new_figure(_FIGURE_WIDTH, 3.4, ncols=2)
+    fig, axes = _sweep_figure(3.4, phone=phone)
     drawn = False
     for ax, mode in zip(axes, ("fwd", "fwd+bwd"), strict=True):
         for form in forms:
@@ -595,7 +659,7 @@ def _draw_time(payload: dict[str, Any]) -> Figure | None:
             points = [(v, r) for v, r in found if r is not None]
             measured = [(v, r["median_ms"]) for v, r in points if r.get("median_ms")]
             model = [(v, r["model_ms"]) for v, r in points if r.get("model_ms")]
-            colour = _form_colour(form, order)
+            colour = _form_colour(form)
             if measured:
                 ax.plot(*zip(*measured, strict=True), color=colour, label=form, **_line(form))
                 drawn = True
@@ -604,23 +668,26 @@ def _draw_time(payload: dict[str, Any]) -> Figure | None:
         _sweep_axes(ax, mode)
     if not drawn:
         return None
-    return _finish_sweep(
-        fig, axes, "ms per call", "model", f"Time per call over the V sweep, N = {n:,}, D = {d:,}"
-    )
+    title = f"Time per call over the V sweep, N = {n:,}, D = {d:,}"
+    return _finish_sweep(fig, axes, "ms per call", "model", title, phone=phone)
 
 
 def _time_figure(payload: dict[str, Any]) -> str | None:
     label = "time per call of every form against V, with the model"
-    return _rendered(lambda: _draw_time(payload), "bench-time", label)
+    return _rendered(lambda phone: _draw_time(payload, phone=phone), "bench-time", label)
 
 
-def _draw_agreement(payload: dict[str, Any], band: tuple[float, float]) -> Figure | None:
+def _draw_agreement(
+    payload: dict[str, Any], band: tuple[float, float], *, phone: bool
+) -> Figure | None:
     """Measured against modelled time of every case, the band of agreement shaded."""
     ok = _ok(payload["results"])
     if not ok:
         return None
-    order: dict[str, int] = {}
-    fig, (ax,) = new_figure(_FIGURE_WIDTH, 4.2)
+    if phone:
+        fig, (ax,) = new_figure(_PHONE_WIDTH, 6.2, screens=screens_of(True))
+    else:
+        fig, (ax,) = new_figure(_FIGURE_WIDTH, 4.2, screens=screens_of(False))
     lo = min(min(r["model_ms"], r["median_ms"]) for r in ok) / 2
     hi = max(max(r["model_ms"], r["median_ms"]) for r in ok) * 2
     ax.fill_between(
@@ -644,9 +711,8 @@ def _draw_agreement(payload: dict[str, Any], band: tuple[float, float]) -> Figur
                 ax.scatter(
                     *zip(*pts, strict=True),
                     marker=marker,
-                    s=22,
-                    color=_form_colour(form, order),
                     label=f"{form}, {mode}",
+                    **_dots(form),
                 )
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -657,27 +723,33 @@ def _draw_agreement(payload: dict[str, Any], band: tuple[float, float]) -> Figur
     ax.set_xlabel("model, ms per call")
     ax.set_ylabel("measured, ms per call")
     inside = len(_within(payload["results"], band))
-    ax.set_title(f"Every case: {inside} of {len(ok)} within 30% of the model")
+    ax.set_title(
+        f"Every case: {inside} of {len(ok)}{chr(10) if phone else ' '}within 30% of the model"
+    )
     tidy_axes(ax)
-    ax.legend(loc="upper left", ncols=2, frameon=False)  # the diagonal leaves that corner empty
+    if phone:  # below the axes: the corner is too small on a phone
+        fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", frameon=False)
+    else:  # the diagonal leaves that corner empty
+        ax.legend(loc="upper left", ncols=2, frameon=False)
     fig.set_layout_engine("constrained")
     return fig
 
 
 def _agreement_figure(payload: dict[str, Any], band: tuple[float, float]) -> str | None:
     label = "measured against modelled time of every case"
-    return _rendered(lambda: _draw_agreement(payload, band), "bench-model", label)
+    return _rendered(
+        lambda phone: _draw_agreement(payload, band, phone=phone), "bench-model", label
+    )
 
 
-def _draw_memory(payload: dict[str, Any]) -> Figure | None:
+def _draw_memory(payload: dict[str, Any], *, phone: bool) -> Figure | None:
     """Peak memory over the ``V`` sweep: measured (markers) and analytic (dashed), per mode."""
     results = payload["results"]
     n, d, vocabs = _v_sweep(payload)
     if not any(r.get("peak_bytes") is not None for r in results):
         return None
     forms = list(dict.fromkeys(r["form"] for r in results))
-    order: dict[str, int] = {}
-    fig, axes = new_figure(_FIGURE_WIDTH, 3.4, ncols=2)
+    fig, axes = _sweep_figure(3.4, phone=phone)
     for ax, mode in zip(axes, ("fwd", "fwd+bwd"), strict=True):
         for form in forms:
             found = [(v, _find(results, form, mode, (n, v, d))) for v in vocabs]
@@ -686,7 +758,7 @@ def _draw_memory(payload: dict[str, Any]) -> Figure | None:
             analytic = [
                 (v, r["analytic_bytes"] / 2**20) for v, r in points if r.get("analytic_bytes")
             ]
-            colour = _form_colour(form, order)
+            colour = _form_colour(form)
             if peak:
                 ax.plot(*zip(*peak, strict=True), color=colour, label=form, **_line(form))
             if analytic:
@@ -698,12 +770,13 @@ def _draw_memory(payload: dict[str, Any]) -> Figure | None:
         "MiB beyond the inputs",
         "analytic",
         f"Peak memory over the V sweep, N = {n:,}, D = {d:,}",
+        phone=phone,
     )
 
 
 def _memory_figure(payload: dict[str, Any]) -> str | None:
     label = "peak memory of every form against V, with the count"
-    return _rendered(lambda: _draw_memory(payload), "bench-memory", label)
+    return _rendered(lambda phone: _draw_memory(payload, phone=phone), "bench-memory", label)
 
 
 def _figure(svg: str | None, caption: str) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -12,15 +13,19 @@ from embedding_equivalence.oracle.bounds import gamma, unit_roundoff
 from embedding_equivalence.oracle.embedding import reference_embedding_grad
 
 from ._style import (
+    BOUND,
     FAINT_TEXT,
-    ID_COLOURS,
-    RED,
+    FORM_COLOURS,
     figure_style,
     log_tick_labels,
     new_figure,
     render_svg,
+    screens_of,
     tidy_axes,
 )
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = ["error_bound_figure"]
 
@@ -57,7 +62,9 @@ def error_bound_figure(
     ``k`` times with a non-negative upstream gradient (the worst case for the bound); the
     figure plots the largest ``|grad - exact| / sum_n |G[n, d]|`` of each form, computed by
     autograd through [`lookup_embedding`][embedding_equivalence.lookup_embedding] and
-    [`matmul_embedding`][embedding_equivalence.matmul_embedding] and the float64 oracle.
+    [`matmul_embedding`][embedding_equivalence.matmul_embedding] (the one-hot matmul) and the
+    float64 oracle. The panels stand side by side on a desktop, one above the other on a
+    phone.
 
     Args:
         dtypes: low-precision dtypes, one panel each.
@@ -67,27 +74,48 @@ def error_bound_figure(
     Returns:
         An SVG document.
     """
-    width = 3.6 * len(dtypes)
-    with figure_style(width):
-        fig, axes = new_figure(width, 2.9, ncols=len(dtypes))
-        for ax, dtype in zip(axes, dtypes, strict=True):
-            u = unit_roundoff(dtype)
-            counts = [2**j for j in range(1, 12) if 2**j * u < 0.5]
+    measured = []
+    for dtype in dtypes:
+        u = unit_roundoff(dtype)
+        counts = [2**j for j in range(1, 12) if 2**j * u < 0.5]
+        errors = {
+            form: _grad_errors(f, counts, dtype, dim, seed)
+            for form, f in (("lookup", lookup_embedding), ("one-hot matmul", matmul_embedding))
+        }
+        measured.append((dtype, u, counts, errors))
+    return render_svg(
+        _draw_errors(measured, phone=False),
+        "errorbound",
+        "measured gradient errors stay under the bound gamma_k(u)",
+        phone=_draw_errors(measured, phone=True),
+    )
+
+
+def _draw_errors(
+    measured: Sequence[tuple[torch.dtype, float, list[int], dict[str, list[float]]]],
+    *,
+    phone: bool,
+) -> Figure:
+    """One panel per dtype: side by side on a desktop, one above the other on a phone."""
+    count = len(measured)
+    width, height = (3.7, 2.6 * count + 0.6) if phone else (3.6 * count, 2.9)
+    screens = screens_of(phone)
+    with figure_style(width, screens):
+        fig, axes = new_figure(
+            width, height, ncols=1 if phone else count, nrows=count if phone else 1, screens=screens
+        )
+        for ax, (dtype, u, counts, errors) in zip(axes, measured, strict=True):
             ax.plot(
                 counts,
                 [gamma(k, u) for k in counts],
-                color=RED,
+                color=BOUND,
                 linestyle="--",
                 label="\N{GREEK SMALL LETTER GAMMA}_k(u), the bound",
             )
             ax.axhline(u, color=FAINT_TEXT, linewidth=0.8, linestyle=":", label="u")
-            for form, colour, name in (
-                (lookup_embedding, ID_COLOURS[0], "lookup"),
-                (matmul_embedding, ID_COLOURS[1], "matmul"),
-            ):
-                errs = _grad_errors(form, counts, dtype, dim, seed)
+            for form, errs in errors.items():
                 shown = [max(e, u / 16) for e in errs]  # an exact result is drawn at u / 16
-                ax.plot(counts, shown, marker="o", ms=3, color=colour, label=name)
+                ax.plot(counts, shown, marker="o", ms=3, color=FORM_COLOURS[form], label=form)
             ax.set_xscale("log", base=2)
             ax.set_yscale("log", base=2)
             log_tick_labels(ax.xaxis, 2, powers=False)
@@ -95,7 +123,18 @@ def error_bound_figure(
             ax.set_title(f"{str(dtype).removeprefix('torch.')} (u = 2^{int(math.log2(u))})")
             ax.set_xlabel("k, occurrences of the id")
             tidy_axes(ax)
-        axes[0].set_ylabel("max |error| / Σ|G|")
-        axes[0].legend(frameon=False, loc="upper left")
-        fig.subplots_adjust(left=0.1, right=0.98, bottom=0.17, top=0.88, wspace=0.28)
-    return render_svg(fig, "errorbound", "measured gradient errors stay under the bound gamma_k(u)")
+            if phone:
+                ax.set_ylabel("max |error| / Σ|G|")
+        if phone:
+            fig.legend(
+                *axes[0].get_legend_handles_labels(),
+                loc="outside lower center",
+                ncols=2,
+                frameon=False,
+            )
+            fig.set_layout_engine("constrained")
+        else:
+            axes[0].set_ylabel("max |error| / Σ|G|")
+            axes[0].legend(frameon=False, loc="upper left")
+            fig.subplots_adjust(left=0.1, right=0.98, bottom=0.17, top=0.88, wspace=0.28)
+    return fig

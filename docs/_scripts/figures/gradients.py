@@ -3,18 +3,27 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from embedding_equivalence import lookup_embedding
 
-from ._canvas import CELL_H, HEAD, Canvas, check_drawable, defaults, values
+from ._canvas import (
+    CELL_H,
+    HEAD,
+    Canvas,
+    check_drawable,
+    defaults,
+    desktop_and_phone,
+    values,
+)
 from ._style import (
+    BOUND,
+    DARK_GREY,
     FAINT_TEXT,
-    ID_COLOURS,
+    GRID,
     MUTED,
-    RED,
     SMALL,
     ZERO_FILL,
     figure_style,
@@ -22,14 +31,19 @@ from ._style import (
     id_colour,
     new_figure,
     render_svg,
+    screens_of,
     tidy_axes,
     tint,
 )
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 __all__ = ["gradient_figure", "renorm_figure"]
 
-# The colour of the table's rows after the renorm.
-_AFTER = ID_COLOURS[0]
+# The colours of the norms after the renorm: of the rows it changed, and of the others.
+_AFTER = DARK_GREY
+_AFTER_KEPT = GRID
 
 
 def _default_grad_output(n: int, d: int) -> torch.Tensor:
@@ -87,26 +101,70 @@ def gradient_figure(
     ).backward(g)
     assert weight.grad is not None
     ids_list = [int(x) for x in i.tolist()]
-    counts = [ids_list.count(r) for r in range(v)]
-    pad = None if padding_idx is None else padding_idx % v
-    cw = 0.45  # values of up to five characters ("500.5")
-    left, top = 0.95, HEAD
-    x_g = left + d * cw + 1.15  # the arrows, and the row labels of the gradient
-    c = Canvas(x_g + d * cw + 1.15, top + max(n, v) * CELL_H + 0.2)
+    options = []
+    if padding_idx is not None:
+        options.append("padding_idx")
+    if scale_grad_by_freq:
+        options.append("scale_grad_by_freq")
+    name = "grad" + "".join(f"-{o}" for o in options)
+    return desktop_and_phone(
+        _draw_gradient,
+        name,
+        f"gradient rows of ids {ids_list} added into the table's gradient",
+        g=g,
+        grad=weight.grad,
+        ids=ids_list,
+        pad=None if padding_idx is None else padding_idx % v,
+        scale_grad_by_freq=scale_grad_by_freq,
+    )
+
+
+# The width of a cell of the gradient figure: values of up to five characters ("500.5").
+_GRAD_CELL = 0.45
+# The width of a character of a row label, in inches (BODY size, sans-serif, on average).
+_LABEL_CHAR = 0.07
+
+
+def _draw_gradient(
+    g: torch.Tensor,
+    grad: torch.Tensor,
+    ids: list[int],
+    pad: int | None,
+    scale_grad_by_freq: bool,
+    *,
+    phone: bool,
+) -> Canvas:
+    n, d = g.shape
+    v = grad.shape[0]
+    counts = [ids.count(r) for r in range(v)]
+    notes = [_row_note(r, counts[r], pad, scale_grad_by_freq) for r in range(v)]
+    cw = _GRAD_CELL
+    g_labels = [f"G[{k}] (id {r})" for k, r in enumerate(ids)]
+    top = HEAD
+    if phone:  # weight.grad below G, each row's note in its label, the arrows right of both
+        grad_labels = [f"row {r}" + (f" ({note})" if note else "") for r, note in enumerate(notes)]
+        left = 0.15 + _LABEL_CHAR * max(map(len, g_labels + grad_labels))
+        x_g, y_g = left, top + n * CELL_H + HEAD + 0.15
+        c = Canvas(left + d * cw + 0.5, y_g + v * CELL_H + 0.15, screens_of(True))
+    else:
+        grad_labels = [f"row {r}" for r in range(v)]
+        left = 0.95
+        x_g, y_g = left + d * cw + 1.15, top  # the arrows, and the row labels of the gradient
+        c = Canvas(x_g + d * cw + 1.15, top + max(n, v) * CELL_H + 0.2, screens_of(False))
     c.matrix(
         left,
         top,
         values(g, fmt_short),
         cell_w=cw,
-        fills={(k, j): tint(id_colour(r), 0.3) for k, r in enumerate(ids_list) for j in range(d)},
-        row_labels=[f"G[{k}] (id {r})" for k, r in enumerate(ids_list)],
+        fills={(k, j): tint(id_colour(r), 0.3) for k, r in enumerate(ids) for j in range(d)},
+        row_labels=g_labels,
         title=f"grad_output G  ({n}, {d})",
     )
     live = [bool(counts[r]) and r != pad for r in range(v)]
     c.matrix(
         x_g,
-        top,
-        values(weight.grad, fmt_short),
+        y_g,
+        values(grad, fmt_short),
         cell_w=cw,
         fills={
             (r, j): tint(id_colour(r), 0.3) if live[r] else ZERO_FILL
@@ -115,27 +173,28 @@ def gradient_figure(
         },
         text_colours={(r, j): FAINT_TEXT for r in range(v) if not live[r] for j in range(d)},
         hatched=[pad] if pad is not None else [],
-        row_labels=[f"row {r}" for r in range(v)],
+        row_labels=grad_labels,
         title=f"weight.grad  ({v}, {d})",
     )
-    for r in range(v):
-        note = _row_note(r, counts[r], pad, scale_grad_by_freq)
-        if note:
-            c.text(x_g + d * cw + 0.08, top + (r + 0.5) * CELL_H, note, ha="left", fontsize=SMALL)
-    for k, r in enumerate(ids_list):
-        c.arrow(
-            (left + d * cw + 0.03, top + (k + 0.5) * CELL_H),
-            (x_g - 0.5, top + (r + 0.5) * CELL_H),
-            FAINT_TEXT if r == pad else id_colour(r),
-            width=0.8 if r == pad else 1.2,
-        )
-    options = []
-    if padding_idx is not None:
-        options.append("padding_idx")
-    if scale_grad_by_freq:
-        options.append("scale_grad_by_freq")
-    name = "grad" + "".join(f"-{o}" for o in options)
-    return c.svg(name, f"gradient rows of ids {ids_list} added into the table's gradient")
+    if not phone:
+        for r, note in enumerate(notes):
+            if note:
+                c.text(
+                    x_g + d * cw + 0.08, top + (r + 0.5) * CELL_H, note, ha="left", fontsize=SMALL
+                )
+    for k, r in enumerate(ids):
+        colour = FAINT_TEXT if r == pad else id_colour(r)
+        start = (left + d * cw + 0.03, top + (k + 0.5) * CELL_H)
+        if phone:
+            c.lane_arrow(start, y_g + (r + 0.5) * CELL_H, colour)
+        else:
+            c.arrow(
+                start,
+                (x_g - 0.5, y_g + (r + 0.5) * CELL_H),
+                colour,
+                width=0.8 if r == pad else 1.2,
+            )
+    return c
 
 
 def renorm_figure(
@@ -166,20 +225,44 @@ def renorm_figure(
     before_n = torch.linalg.vector_norm(w.double(), norm_type, dim=1).tolist()
     after_n = torch.linalg.vector_norm(after.double(), norm_type, dim=1).tolist()
     referenced = {int(x) for x in i.tolist()}
-    width = 7.0
-    with figure_style(width):
-        fig, (ax,) = new_figure(width, 2.6, rect=(0.09, 0.17, 0.57, 0.7))
-        xs = list(range(v))
+    p = "∞" if math.isinf(norm_type) else fmt_short(norm_type)
+    args = (before_n, after_n, referenced, max_norm, p)
+    return render_svg(
+        _draw_renorm(*args, phone=False),
+        "renorm",
+        "row norms before and after the max_norm renorm",
+        phone=_draw_renorm(*args, phone=True),
+    )
+
+
+def _draw_renorm(
+    before_n: list[float],
+    after_n: list[float],
+    referenced: set[int],
+    max_norm: float,
+    p: str,
+    *,
+    phone: bool,
+) -> Figure:
+    """The bars of the norms; the legend right of them on a desktop, below them on a phone."""
+    width, height = (3.7, 3.6) if phone else (7.0, 2.6)
+    rect = (0.17, 0.36, 0.78, 0.52) if phone else (0.09, 0.17, 0.57, 0.7)
+    screens = screens_of(phone)
+    with figure_style(width, screens):
+        fig, (ax,) = new_figure(width, height, rect=rect, screens=screens)
+        xs = list(range(len(before_n)))
         changed = [x for x in xs if x in referenced]
         kept = [x for x in xs if x not in referenced]
         # One colour per series, and the legend made from the series themselves: an entry
-        # cannot show a colour that its bars do not have.
+        # cannot show a colour that its bars do not have. The rows are not told apart by
+        # colour (that would read as ids): a norm after the call is grey, darker where the
+        # call changed it.
         series: list[Any] = [
             ax.bar([x - 0.2 for x in xs], before_n, 0.38, color=MUTED, label="before the call")
         ]
         for rows, colour, label in (
             (changed, _AFTER, "after (referenced rows, *)"),
-            (kept, tint(_AFTER, 0.35), "after (other rows, unchanged)"),
+            (kept, _AFTER_KEPT, "after (other rows, unchanged)"),
         ):
             if rows:
                 heights = [after_n[x] for x in rows]
@@ -188,13 +271,19 @@ def renorm_figure(
                 )
         series.append(
             ax.axhline(
-                max_norm, color=RED, linestyle="--", linewidth=1.0, label=f"max_norm = {max_norm}"
+                max_norm, color=BOUND, linestyle="--", linewidth=1.0, label=f"max_norm = {max_norm}"
             )
         )
         ax.set_xticks(xs, [f"row {x}" + ("*" if x in referenced else "") for x in xs])
-        p = "∞" if math.isinf(norm_type) else fmt_short(norm_type)
         ax.set_ylabel(f"‖weight[v]‖ (p = {p})")
-        ax.set_title("max_norm rescales the referenced rows in place")
+        ax.set_title(
+            "max_norm rescales the\nreferenced rows in place"
+            if phone
+            else "max_norm rescales the referenced rows in place"
+        )
         tidy_axes(ax, grid=False)
-        fig.legend(handles=series, loc="center right", frameon=False)
-    return render_svg(fig, "renorm", "row norms before and after the max_norm renorm")
+        if phone:
+            fig.legend(handles=series, loc="lower center", frameon=False, ncols=1)
+        else:
+            fig.legend(handles=series, loc="center right", frameon=False)
+    return fig

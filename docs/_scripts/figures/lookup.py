@@ -15,21 +15,27 @@ from ._canvas import (
     HEAD,
     SQUARE,
     Canvas,
+    Product,
     check_drawable,
     defaults,
+    desktop_and_phone,
     drawable_table,
     product_layout,
     values,
 )
-from ._style import BODY, FAINT_TEXT, TEXT, TITLE, id_colour, tint
+from ._style import BODY, FAINT_TEXT, TEXT, TITLE, id_colour, screens_of, tint
 
 __all__ = ["lookup_figure", "matmul_figure", "one_hot_figure"]
+
+# The lane right of a phone layout's matrices, where its arrows run down, in inches.
+_LANE = 0.5
 
 
 def lookup_figure(weight: torch.Tensor | None = None, ids: torch.Tensor | None = None) -> str:
     """The table with the looked-up rows highlighted, and the rows they become.
 
     The output is computed by [`lookup_embedding`][embedding_equivalence.lookup_embedding].
+    On a desktop the table and the output stand side by side; on a phone, one above the other.
 
     Args:
         weight: ``(V, D)`` table (default: the worked example's).
@@ -39,39 +45,53 @@ def lookup_figure(weight: torch.Tensor | None = None, ids: torch.Tensor | None =
         An SVG document.
     """
     w, i = drawable_table("lookup_figure", weight, ids)
-    v, d = w.shape
-    n = i.numel()
     out = lookup_embedding(i, w)
     ids_list = [int(x) for x in i.tolist()]
-    left, top = 0.55, HEAD
-    right = left + d * CELL_W + 1.15  # the arrows, and the row labels of the output
-    c = Canvas(right + d * CELL_W + 0.1, top + max(v, n) * CELL_H + 0.2)
+    label = f"lookup: rows {ids_list} of the table become the output rows"
+    return desktop_and_phone(_draw_lookup, "lookup", label, w=w, out=out, ids=ids_list)
+
+
+def _draw_lookup(w: torch.Tensor, out: torch.Tensor, ids: list[int], *, phone: bool) -> Canvas:
+    v, d = w.shape
+    n = len(ids)
     columns = [str(j) for j in range(d)]
+    if phone:  # the output below the table, the arrows in a lane at the right
+        left, top = 0.75, HEAD
+        x_out, y_out = left, top + v * CELL_H + HEAD + 0.15
+        width = left + d * CELL_W + _LANE
+        height = y_out + n * CELL_H + 0.15
+    else:
+        left, top = 0.55, HEAD
+        x_out, y_out = left + d * CELL_W + 1.15, top  # room for the arrows and the row labels
+        width = x_out + d * CELL_W + 0.1
+        height = top + max(v, n) * CELL_H + 0.2
+    c = Canvas(width, height, screens_of(phone))
     c.matrix(
         left,
         top,
         values(w),
-        fills={(r, j): tint(id_colour(r), 0.35) for r in set(ids_list) for j in range(d)},
+        fills={(r, j): tint(id_colour(r), 0.35) for r in set(ids) for j in range(d)},
         row_labels=[f"row {r}" for r in range(v)],
         col_labels=columns,
         title=f"weight  (V={v}, D={d})",
     )
     c.matrix(
-        right,
-        top,
+        x_out,
+        y_out,
         values(out),
-        fills={(k, j): tint(id_colour(r), 0.35) for k, r in enumerate(ids_list) for j in range(d)},
-        row_labels=[f"ids[{k}]={r}" for k, r in enumerate(ids_list)],
+        fills={(k, j): tint(id_colour(r), 0.35) for k, r in enumerate(ids) for j in range(d)},
+        row_labels=[f"ids[{k}]={r}" for k, r in enumerate(ids)],
         col_labels=columns,
         title=f"weight[ids]  (N={n}, D={d})",
     )
-    for k, r in enumerate(ids_list):
-        c.arrow(
-            (left + d * CELL_W + 0.03, top + (r + 0.5) * CELL_H),
-            (right - 0.7, top + (k + 0.5) * CELL_H),
-            id_colour(r),
-        )
-    return c.svg("lookup", f"lookup: rows {ids_list} of the table become the output rows")
+    edge = left + d * CELL_W + 0.03
+    for k, r in enumerate(ids):
+        start = (edge, top + (r + 0.5) * CELL_H)
+        if phone:
+            c.lane_arrow(start, y_out + (k + 0.5) * CELL_H, id_colour(r))
+        else:
+            c.arrow(start, (x_out - 0.7, y_out + (k + 0.5) * CELL_H), id_colour(r))
+    return c
 
 
 def _one_hot_cells(
@@ -129,6 +149,8 @@ def matmul_figure(
     """``one_hot(ids, V) @ weight``, with one output row traced back to the row it selects.
 
     The product is computed by [`matmul_embedding`][embedding_equivalence.matmul_embedding].
+    On a desktop the three matrices are laid out in Falk's scheme; on a phone, one above the
+    other (``one_hot``, ``@ weight``, ``= out``).
 
     Args:
         ids: 1-D ids (default ``[2, 3, 1]``).
@@ -142,25 +164,56 @@ def matmul_figure(
         ValueError: ``row`` is not a row of the output, or a side is too long to draw.
     """
     w, i = drawable_table("matmul_figure", weight, ids)
-    v, d = w.shape
+    v = w.shape[0]
     n = i.numel()
     if not 0 <= row < n:
         raise ValueError(f"matmul_figure: row={row} must lie in [0, {n})")
     one_hot = F.one_hot(i, v)
     out = matmul_embedding(i, w)
-    ids_list = [int(x) for x in i.tolist()]
+    sel = int(i[row])
+    return desktop_and_phone(
+        _draw_matmul,
+        f"matmul{row}",
+        f"one_hot @ weight: output row {row} is 1 times row {sel}, plus zeros",
+        w=w,
+        one_hot=one_hot,
+        out=out,
+        row=row,
+    )
+
+
+def _draw_matmul(
+    w: torch.Tensor, one_hot: torch.Tensor, out: torch.Tensor, row: int, *, phone: bool
+) -> Canvas:
+    v, d = w.shape
+    n = one_hot.shape[0]
+    ids_list = [int(x) for x in one_hot.argmax(dim=1).tolist()]
     sel = ids_list[row]
     colour = id_colour(sel)
     x_oh = 0.75
-    place = product_layout(x_oh, v * SQUARE, v, d, n)
-    # Right of the product: the arrow from the selected row of the table to the output row.
-    c = Canvas(place.right + 0.45, place.bottom + 0.75)
+    if phone:  # one_hot, then @ weight, then = out, one above the other
+        y_w = HEAD + n * CELL_H + 0.35 + HEAD
+        place = Product(
+            x_m=x_oh,
+            x_weight=x_oh,
+            y_weight=y_w,
+            y_out=y_w + v * CELL_H + 0.75,
+            right=x_oh + d * CELL_W,
+            bottom=y_w + v * CELL_H + 0.75 + n * CELL_H,
+        )
+        y_oh = HEAD
+        c = Canvas(place.right + _LANE, place.bottom + 0.55, screens_of(True))
+    else:
+        place = product_layout(x_oh, v * SQUARE, v, d, n)
+        y_oh = place.y_out
+        # Right of the product: the arrow from the selected row of the table to the output row.
+        c = Canvas(place.right + 0.45, place.bottom + 0.75, screens_of(False))
     oh_fills: dict[tuple[int, int], Any] = {(row, j): tint(colour, 0.15) for j in range(v)}
     oh_fills[(row, sel)] = tint(colour, 0.6)
     _one_hot_cells(
         c,
         x_oh,
-        place.y_out,
+        y_oh,
         one_hot,
         ids_list,
         fills=oh_fills,
@@ -168,49 +221,61 @@ def matmul_figure(
             (k, j): (TEXT if k == row else FAINT_TEXT) for k in range(n) for j in range(v)
         },
         bold=[(row, sel)],
+        title=f"one_hot  ({n}, {v})" if phone else None,
     )
-    # The title goes below: above the one-hot runs the arrow from its column `sel`.
-    c.text(
-        x_oh + v * SQUARE / 2, place.bottom + 0.1, f"one_hot  ({n}, {v})", va="top", fontsize=TITLE
-    )
+    if not phone:  # the title goes below: above the one-hot runs the arrow from its column
+        c.text(
+            x_oh + v * SQUARE / 2,
+            place.bottom + 0.1,
+            f"one_hot  ({n}, {v})",
+            va="top",
+            fontsize=TITLE,
+        )
+    out_title = f"one_hot @ weight  ({n}, {d})"
     c.times_weight(
         place,
         w,
         out,
-        f"one_hot @ weight  ({n}, {d})",
+        f"= {out_title}" if phone else out_title,
         weight_style={
             "fills": {(sel, j): tint(colour, 0.45) for j in range(d)},
             "text_colours": {(r, j): FAINT_TEXT for r in range(v) if r != sel for j in range(d)},
+            **({"title": f"@ weight  ({v}, {d})"} if phone else {}),
         },
         out_style={
             "fills": {(row, j): tint(colour, 0.45) for j in range(d)},
             "text_colours": {(k, j): FAINT_TEXT for k in range(n) if k != row for j in range(d)},
+            **(
+                {"row_labels": [f"out[{k}]" for k in range(n)], "col_labels": None} if phone else {}
+            ),
         },
     )
     y_sel = place.y_weight + (sel + 0.5) * CELL_H
-    # Column `sel` of the one-hot, whose 1 is in the traced row, meets row `sel` of the table ...
-    c.arrow(
-        (x_oh + (sel + 0.5) * SQUARE, place.y_out - 0.2),
-        (place.x_weight - 0.2, y_sel),
-        colour,
-        rad=-0.3,
-    )
-    # ... which becomes the output row.
-    c.arrow(
-        (place.right + 0.04, y_sel),
-        (place.right + 0.04, place.y_out + (row + 0.5) * CELL_H),
-        colour,
-        rad=-0.4,
-    )
+    if phone:  # the table's row `sel` becomes the output row
+        c.lane_arrow((place.right + 0.04, y_sel), place.y_out + (row + 0.5) * CELL_H, colour)
+    else:
+        # Column `sel` of the one-hot, whose 1 is in the traced row, meets row `sel` of the
+        # table ...
+        c.arrow(
+            (x_oh + (sel + 0.5) * SQUARE, place.y_out - 0.2),
+            (place.x_weight - 0.2, y_sel),
+            colour,
+            rad=-0.3,
+        )
+        # ... which becomes the output row.
+        c.arrow(
+            (place.right + 0.04, y_sel),
+            (place.right + 0.04, place.y_out + (row + 0.5) * CELL_H),
+            colour,
+            rad=-0.4,
+        )
     terms = " + ".join(f"{int(one_hot[row, r])}·W[{r}]" for r in range(v))
     c.text(
         c.width / 2,
-        place.bottom + 0.55,
+        place.bottom + (0.3 if phone else 0.55),
         f"out[{row}] = {terms} = W[{sel}]",
         fontsize=BODY,
         family="monospace",
         color=colour,
     )
-    return c.svg(
-        f"matmul{row}", f"one_hot @ weight: output row {row} is 1 times row {sel}, plus zeros"
-    )
+    return c

@@ -9,8 +9,6 @@ vocab-parallel figure computes each rank's partial product ``one_hot_r @ W_r`` a
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 import torch.nn.functional as F
 
@@ -22,11 +20,12 @@ from ._canvas import (
     HEAD,
     SQUARE,
     Canvas,
+    desktop_and_phone,
     drawable_table,
     product_layout,
     values,
 )
-from ._style import BODY, FAINT_TEXT, SMALL, TEXT, id_colour, tint
+from ._style import BODY, FAINT_TEXT, SMALL, TEXT, id_colour, screens_of, tint
 
 __all__ = ["MAX_RANKS", "dim_parallel_figure", "vocab_parallel_figure"]
 
@@ -56,10 +55,6 @@ def _shards(name: str, size: int, world_size: int) -> list[tuple[int, int]]:
     from embedding_equivalence.distributed import shard_range
 
     return [shard_range(size, world_size, r) for r in range(world_size)]
-
-
-def _rank_colour(rank: int) -> str:
-    return id_colour(rank)
 
 
 def _rows(start: int, stop: int) -> str:
@@ -92,85 +87,125 @@ def vocab_parallel_figure(
     """
     name = "vocab_parallel_figure"
     w, i = drawable_table(name, weight, ids)
-    v, d = w.shape
-    n = i.numel()
+    v = w.shape[0]
     shards = _shards(name, v, world_size)
-    ids_list = [int(x) for x in i.tolist()]
     one_hot = F.one_hot(i, v).to(w.dtype)
     partials = [one_hot[:, start:stop] @ w[start:stop] for start, stop in shards]
     out = partials[0]
     for p in partials[1:]:
         out = out + p  # the all-reduce's sum, rank by rank
-    owner = [next(r for r, (a, b) in enumerate(shards) if a <= k < b) for k in ids_list]
+    sizes = [stop - start for start, stop in shards]
+    return desktop_and_phone(
+        _draw_vocab_parallel,
+        "vocab-parallel",
+        f"vocab-parallel embedding: a table of {v} rows split over {len(shards)} ranks as "
+        f"{sizes} rows; each rank's one-hot block times its rows, summed by an all-reduce",
+        w=w,
+        ids=[int(x) for x in i.tolist()],
+        shards=shards,
+        partials=partials,
+        out=out,
+    )
+
+
+def _draw_vocab_parallel(
+    w: torch.Tensor,
+    ids: list[int],
+    shards: list[tuple[int, int]],
+    partials: list[torch.Tensor],
+    out: torch.Tensor,
+    *,
+    phone: bool,
+) -> Canvas:
+    """Each rank a band: ``W_r`` above ``P_r``, and on a desktop ``one_hot_r`` left of ``P_r``.
+
+    A phone leaves the one-hot blocks out (``P_r``'s rows say which ids the rank owns), and
+    writes the sum one term a line.
+    """
+    v, d = w.shape
+    n = len(ids)
+    one_hot = F.one_hot(torch.tensor(ids), v).to(w.dtype)
+    owner = [next(r for r, (a, b) in enumerate(shards) if a <= k < b) for k in ids]
+    id_labels = [f"ids[{k}]={t}" for k, t in enumerate(ids)]
 
     # Each rank is a band in Falk's scheme (see `product_layout`): W_r above P_r, one_hot_r
     # left of P_r; the bands are stacked, and the all-reduce joins them below.
     # Every band is as wide as the widest one-hot block, so that all W_r and P_r line up.
-    widest = max(max(stop - start for start, stop in shards), 1) * SQUARE
+    widest = 0.0 if phone else max(max(stop - start for start, stop in shards), 1) * SQUARE
     x_oh = 0.75
+    gap = -0.45 if phone else 0.0  # a phone's P_r starts where its one-hot would have
     places = []
     top = 0.25
     for start, stop in shards:
         rows = stop - start
         # Without rows there is no W_r: only the zeros of P_r, under its title.
-        place = product_layout(x_oh, widest, rows, d, n, top + HEAD if rows else top)
+        place = product_layout(x_oh + gap, widest, rows, d, n, top + HEAD if rows else top)
         places.append(place)
         top = place.bottom + _BAND_GAP
     x_w, right = places[0].x_weight, places[0].right
-    x_lane = right + 0.3  # where the partial products meet, right of them
-    terms = " + ".join(f"one_hot_{r} @ W_{r}" for r in range(len(shards)))
-    formula = ["one_hot @ weight =", terms]
+    x_lane = right + (0.2 if phone else 0.3)  # where the partial products meet, right of them
+    terms = [f"one_hot_{r} @ W_{r}" for r in range(len(shards))]
+    if phone:
+        formula = [
+            "one_hot @ weight =",
+            *(("\u00a0\u00a0" if r == 0 else "+ ") + t for r, t in enumerate(terms)),
+        ]
+    else:
+        formula = ["one_hot @ weight =", " + ".join(terms)]
     # The formula's lines are monospace: 0.602 em a character.
     width = max(x_lane + 0.25, 0.24 + max(map(len, formula)) * 0.602 * BODY / 72)
     box_w, box_h = 1.7, 0.36
     box_top = places[-1].bottom + 0.3
     out_top = box_top + box_h + 0.7
-    c = Canvas(width, out_top + n * CELL_H + 0.3 + 0.24 * len(formula))
+    c = Canvas(width, out_top + n * CELL_H + 0.3 + 0.24 * len(formula), screens_of(phone))
     columns = [str(j) for j in range(d)]
     middles = []
     for r, ((start, stop), place) in enumerate(zip(shards, places, strict=True)):
-        colour = _rank_colour(r)
         rows = stop - start
         middles.append(place.y_out + n * CELL_H / 2)
         label_y = place.y_weight + rows * CELL_H / 2 if rows else place.y_out - 0.3
-        c.text(0.12, label_y - 0.1, f"rank {r}", ha="left", color=colour, fontweight="bold")
-        c.text(
-            0.12, label_y + 0.12, _rows(start, stop), ha="left", fontsize=SMALL, color=FAINT_TEXT
-        )
+        if phone and rows:  # above the band: left of W_r are its row labels
+            label_x, label_y, rows_y = 0.12, place.y_weight - HEAD + 0.08, None
+        else:
+            label_x, rows_y = 0.12, label_y + 0.12
+        c.text(label_x, label_y - 0.1, f"rank {r}", ha="left", fontweight="bold")
+        if rows_y is not None:
+            c.text(label_x, rows_y, _rows(start, stop), ha="left", fontsize=SMALL, color=FAINT_TEXT)
         own = {k for k in range(n) if owner[k] == r}
         if rows:
-            block = one_hot[:, start:stop]
-            c.matrix(
-                x_oh,
-                place.y_out,
-                [[str(int(e)) for e in row] for row in block.tolist()],
-                cell_w=SQUARE,
-                fills={
-                    (k, t - start): tint(colour, 0.55)
-                    for k, t in enumerate(ids_list)
-                    if start <= t < stop
-                },
-                text_colours={
-                    (k, j): (TEXT if block[k, j] else FAINT_TEXT)
-                    for k in range(n)
-                    for j in range(rows)
-                },
-                row_labels=[f"ids[{k}]={t}" for k, t in enumerate(ids_list)],
-                col_labels=[str(j) for j in range(start, stop)],
-            )
-            c.text(
-                x_oh + rows * SQUARE / 2,
-                place.bottom + 0.08,
-                f"one_hot_{r}",
-                va="top",
-                fontsize=SMALL,
-            )
-            used = {t - start for t in ids_list if start <= t < stop}
+            if not phone:
+                block = one_hot[:, start:stop]
+                c.matrix(
+                    x_oh,
+                    place.y_out,
+                    [[str(int(e)) for e in row] for row in block.tolist()],
+                    cell_w=SQUARE,
+                    fills={
+                        (k, t - start): tint(id_colour(t), 0.55)
+                        for k, t in enumerate(ids)
+                        if start <= t < stop
+                    },
+                    text_colours={
+                        (k, j): (TEXT if block[k, j] else FAINT_TEXT)
+                        for k in range(n)
+                        for j in range(rows)
+                    },
+                    row_labels=id_labels,
+                    col_labels=[str(j) for j in range(start, stop)],
+                )
+                c.text(
+                    x_oh + rows * SQUARE / 2,
+                    place.bottom + 0.08,
+                    f"one_hot_{r}",
+                    va="top",
+                    fontsize=SMALL,
+                )
+            used = {t - start for t in ids if start <= t < stop}
             c.matrix(
                 x_w,
                 place.y_weight,
                 values(w[start:stop]),
-                fills={(t, j): tint(colour, 0.35) for t in used for j in range(d)},
+                fills={(t, j): tint(id_colour(start + t), 0.35) for t in used for j in range(d)},
                 text_colours={
                     (t, j): FAINT_TEXT for t in range(rows) if t not in used for j in range(d)
                 },
@@ -185,16 +220,17 @@ def vocab_parallel_figure(
             x_w,
             place.y_out,
             values(partials[r]),
-            fills={(k, j): tint(colour, 0.35) for k in own for j in range(d)},
+            fills={(k, j): tint(id_colour(ids[k]), 0.35) for k in own for j in range(d)},
             text_colours={(k, j): FAINT_TEXT for k in range(n) if k not in own for j in range(d)},
+            row_labels=id_labels if phone else None,
             title=title,
         )
 
     # The all-reduce: every rank's partial product runs into one sum, below them.
     box_x = x_w + d * CELL_W / 2 - box_w / 2
     box_mid = box_top + box_h / 2
-    for r, y in enumerate(middles):
-        c.ax.plot([right + 0.05, x_lane], [y, y], color=_rank_colour(r), lw=1.2)
+    for y in middles:
+        c.ax.plot([right + 0.05, x_lane], [y, y], color=TEXT, lw=1.2)
     c.ax.plot([x_lane, x_lane], [middles[0], box_mid], color=TEXT, lw=1.2)
     c.arrow((x_lane, box_mid), (box_x + box_w + 0.02, box_mid), TEXT)
     c.box(box_x, box_top, box_w, box_h, tint(TEXT, 0.06), TEXT)
@@ -204,8 +240,8 @@ def vocab_parallel_figure(
         x_w,
         out_top,
         values(out),
-        fills={(k, j): tint(_rank_colour(owner[k]), 0.35) for k in range(n) for j in range(d)},
-        row_labels=[f"ids[{k}]={t}" for k, t in enumerate(ids_list)],
+        fills={(k, j): tint(id_colour(ids[k]), 0.35) for k in range(n) for j in range(d)},
+        row_labels=id_labels,
         col_labels=columns,
         title=" + ".join(f"P_{r}" for r in range(len(shards))) + ", on every rank",
     )
@@ -218,12 +254,7 @@ def vocab_parallel_figure(
             va="top",
             family="monospace",
         )
-    sizes = [stop - start for start, stop in shards]
-    return c.svg(
-        "vocab-parallel",
-        f"vocab-parallel embedding: a table of {v} rows split over {len(shards)} ranks as "
-        f"{sizes} rows; each rank's one-hot block times its rows, summed by an all-reduce",
-    )
+    return c
 
 
 def dim_parallel_figure(
@@ -249,17 +280,45 @@ def dim_parallel_figure(
     """
     name = "dim_parallel_figure"
     w, i = drawable_table(name, weight, ids)
-    v, d = w.shape
-    n = i.numel()
+    d = w.shape[1]
     shards = _shards(name, d, world_size)
-    ids_list = [int(x) for x in i.tolist()]
-    one_hot = F.one_hot(i, v)
     blocks = [matmul_embedding(i, w[:, start:stop]) for start, stop in shards]
     out = torch.cat(blocks, dim=-1)  # the all-gather's concatenation along D
+    sizes = [stop - start for start, stop in shards]
+    return desktop_and_phone(
+        _draw_dim_parallel,
+        "dim-parallel",
+        f"dim-parallel embedding: a table of {d} columns split over {len(shards)} ranks as "
+        f"{sizes} columns; each rank multiplies the one-hot by its columns, and an all-gather "
+        "joins the column blocks",
+        w=w,
+        ids=[int(x) for x in i.tolist()],
+        shards=shards,
+        blocks=blocks,
+        out=out,
+    )
+
+
+def _draw_dim_parallel(
+    w: torch.Tensor,
+    ids: list[int],
+    shards: list[tuple[int, int]],
+    blocks: list[torch.Tensor],
+    out: torch.Tensor,
+    *,
+    phone: bool,
+) -> Canvas:
+    """The column blocks side by side on a desktop; on a phone each rank's block in its row."""
+    v, d = w.shape
+    n = len(ids)
+    one_hot = F.one_hot(torch.tensor(ids), v)
     held = [(r, a, b) for r, (a, b) in enumerate(shards) if b > a]
     empty = [r for r, (a, b) in enumerate(shards) if b == a]
-
+    referenced = set(ids)
+    id_labels = [f"ids[{k}]={t}" for k, t in enumerate(ids)]
     x_oh = 0.9
+    if phone:
+        return _draw_dim_parallel_phone(w, ids, held, empty, blocks, out, one_hot)
     x_w = x_oh + v * SQUARE + 0.75
     lefts = {r: x_w + a * CELL_W + k * _RANK_GAP for k, (r, a, _) in enumerate(held)}
     right = x_w + d * CELL_W + (len(held) - 1) * _RANK_GAP
@@ -267,40 +326,19 @@ def dim_parallel_figure(
     y_w = HEAD + 0.2
     y_blocks = y_w + v * CELL_H + 0.95
     y_out = y_blocks + n * CELL_H + 1.0
-    c = Canvas(width, y_out + n * CELL_H + 0.75)
-    referenced = set(ids_list)
-
-    c.matrix(
-        x_oh,
-        y_w,
-        [[str(int(e)) for e in row] for row in one_hot.tolist()],
-        cell_w=SQUARE,
-        fills={(k, t): tint(TEXT, 0.12) for k, t in enumerate(ids_list)},
-        text_colours={
-            (k, j): (TEXT if one_hot[k, j] else FAINT_TEXT) for k in range(n) for j in range(v)
-        },
-        row_labels=[f"ids[{k}]={t}" for k, t in enumerate(ids_list)],
-        col_labels=[str(j) for j in range(v)],
-        title="one_hot (every rank)",
-    )
+    c = Canvas(width, y_out + n * CELL_H + 0.75, screens_of(False))
+    _dim_one_hot(c, x_oh, y_w, one_hot, ids)
     c.between(x_oh + v * SQUARE, x_w, y_w + min(n, v) * CELL_H / 2, "@")
     for r, start, stop in held:
-        colour = _rank_colour(r)
         x = lefts[r]
         cols = stop - start
         names = [str(j) for j in range(start, stop)]
-        c.text(
-            x + cols * CELL_W / 2,
-            HEAD - 0.42,
-            f"rank {r}",
-            color=colour,
-            fontweight="bold",
-        )
+        c.text(x + cols * CELL_W / 2, HEAD - 0.42, f"rank {r}", fontweight="bold")
         c.matrix(
             x,
             y_w,
             values(w[:, start:stop]),
-            fills={(t, j): tint(colour, 0.35) for t in referenced for j in range(cols)},
+            fills={(t, j): tint(id_colour(t), 0.35) for t in referenced for j in range(cols)},
             text_colours={
                 (t, j): FAINT_TEXT for t in range(v) if t not in referenced for j in range(cols)
             },
@@ -311,28 +349,24 @@ def dim_parallel_figure(
         c.arrow(
             (x + cols * CELL_W / 2, y_w + v * CELL_H + 0.05),
             (x + cols * CELL_W / 2, y_blocks - 0.3),
-            colour,
+            TEXT,
         )
         c.matrix(
             x,
             y_blocks,
             values(blocks[r]),
-            fills={(k, j): tint(colour, 0.35) for k in range(n) for j in range(cols)},
+            fills={
+                (k, j): tint(id_colour(t), 0.35) for k, t in enumerate(ids) for j in range(cols)
+            },
             col_labels=names,
         )
         c.arrow(
             (x + cols * CELL_W / 2, y_blocks + n * CELL_H + 0.05),
             (x_w + (start + stop) * CELL_W / 2, y_out - 0.28),
-            colour,
+            TEXT,
         )
     for k, r in enumerate(empty):
-        c.text(
-            right + 0.25,
-            HEAD - 0.42 + 0.22 * k,
-            f"rank {r}: no columns",
-            ha="left",
-            color=_rank_colour(r),
-        )
+        c.text(right + 0.25, HEAD - 0.42 + 0.22 * k, f"rank {r}: no columns", ha="left")
     c.text(
         x_w - 0.25,
         y_blocks - 0.55,
@@ -341,28 +375,114 @@ def dim_parallel_figure(
         va="bottom",
     )
     c.text(x_w - 0.25, y_out - 0.55, "all-gather along D:", ha="right", va="bottom")
-    colour_of = {j: _rank_colour(r) for r, a, b in held for j in range(a, b)}
-    fills: dict[tuple[int, int], Any] = {
-        (k, j): tint(colour_of[j], 0.35) for k in range(n) for j in range(d)
-    }
-    c.matrix(
-        x_w,
-        y_out,
-        values(out),
-        fills=fills,
-        row_labels=[f"ids[{k}]={t}" for k, t in enumerate(ids_list)],
-        col_labels=[str(j) for j in range(d)],
-    )
+    _dim_out(c, x_w, y_out, out, ids, id_labels)
     c.text(
         x_w + d * CELL_W / 2,
         y_out + n * CELL_H + 0.25,
         "one_hot @ weight, on every rank",
         color=FAINT_TEXT,
     )
-    sizes = [stop - start for start, stop in shards]
-    return c.svg(
-        "dim-parallel",
-        f"dim-parallel embedding: a table of {d} columns split over {len(shards)} ranks as "
-        f"{sizes} columns; each rank multiplies the one-hot by its columns, and an all-gather "
-        "joins the column blocks",
+    return c
+
+
+def _dim_one_hot(c: Canvas, x: float, y: float, one_hot: torch.Tensor, ids: list[int]) -> None:
+    """The one-hot every rank holds, its ones in their ids' colours."""
+    n, v = one_hot.shape
+    c.matrix(
+        x,
+        y,
+        [[str(int(e)) for e in row] for row in one_hot.tolist()],
+        cell_w=SQUARE,
+        fills={(k, t): tint(id_colour(t), 0.55) for k, t in enumerate(ids)},
+        text_colours={
+            (k, j): (TEXT if one_hot[k, j] else FAINT_TEXT) for k in range(n) for j in range(v)
+        },
+        row_labels=[f"ids[{k}]={t}" for k, t in enumerate(ids)],
+        col_labels=[str(j) for j in range(v)],
+        title="one_hot (every rank)",
     )
+
+
+def _dim_out(
+    c: Canvas, x: float, y: float, out: torch.Tensor, ids: list[int], labels: list[str]
+) -> None:
+    """The all-gathered output: each row in its id's colour."""
+    d = out.shape[1]
+    c.matrix(
+        x,
+        y,
+        values(out),
+        fills={(k, j): tint(id_colour(t), 0.35) for k, t in enumerate(ids) for j in range(d)},
+        row_labels=labels,
+        col_labels=[str(j) for j in range(d)],
+    )
+
+
+def _draw_dim_parallel_phone(
+    w: torch.Tensor,
+    ids: list[int],
+    held: list[tuple[int, int, int]],
+    empty: list[int],
+    blocks: list[torch.Tensor],
+    out: torch.Tensor,
+    one_hot: torch.Tensor,
+) -> Canvas:
+    """The one-hot, then a row per rank (``W[:, cols]`` and its block), then the gathered output.
+
+    A rank's block stands right of its columns of the table when both fit the width, else
+    below them.
+    """
+    v, d = w.shape
+    n = len(ids)
+    referenced = set(ids)
+    id_labels = [f"ids[{k}]={t}" for k, t in enumerate(ids)]
+    left = 0.75  # the row labels of the one-hot and of the output
+    width = max(left + d * CELL_W + 0.15, 3.8)
+    rows = []  # (rank, start, stop, y of the table's columns, (x, y) of the block)
+    y = HEAD + n * SQUARE + 0.35
+    for r, start, stop in held:
+        cols = stop - start
+        y_w = y + HEAD
+        beside = 0.3 + 2 * cols * CELL_W + 0.55 <= width - 0.1
+        if beside:
+            corner = (0.3 + cols * CELL_W + 0.55, y_w + max(v - n, 0) * CELL_H / 2)
+            y = y_w + max(v, n) * CELL_H + 0.2
+        else:
+            corner = (0.3, y_w + v * CELL_H + 0.45)
+            y = corner[1] + n * CELL_H + 0.2
+        rows.append((r, start, stop, y_w, corner))
+    y_note = y + 0.1
+    y_out = y_note + 0.22 * len(empty) + 0.25 + HEAD
+    c = Canvas(width, y_out + n * CELL_H + 0.45, screens_of(True))
+    _dim_one_hot(c, left, HEAD, one_hot, ids)
+    for r, start, stop, y_w, (x_b, y_b) in rows:
+        cols = stop - start
+        names = [str(j) for j in range(start, stop)]
+        c.text(0.12, y_w - HEAD + 0.08, f"rank {r}", ha="left", fontweight="bold")
+        c.matrix(
+            0.3,
+            y_w,
+            values(w[:, start:stop]),
+            fills={(t, j): tint(id_colour(t), 0.35) for t in referenced for j in range(cols)},
+            text_colours={
+                (t, j): FAINT_TEXT for t in range(v) if t not in referenced for j in range(cols)
+            },
+            row_labels=[str(t) for t in range(v)],
+            col_labels=names,
+            title=f"@ W[:, {start}:{stop}]",
+        )
+        c.matrix(
+            x_b,
+            y_b,
+            values(blocks[r]),
+            fills={
+                (k, j): tint(id_colour(t), 0.35) for k, t in enumerate(ids) for j in range(cols)
+            },
+            col_labels=names,
+            title="=",
+        )
+    for k, r in enumerate(empty):
+        c.text(0.12, y_note + 0.22 * k, f"rank {r}: no columns", ha="left")
+    c.text(0.12, y_out - HEAD + 0.05, "all-gather along D, on every rank:", ha="left")
+    _dim_out(c, left, y_out, out, ids, id_labels)
+    return c

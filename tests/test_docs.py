@@ -10,6 +10,7 @@ site is already built by the same strict command (CI builds it before the slow t
 
 from __future__ import annotations
 
+import ast
 import fcntl
 import html
 import json
@@ -19,8 +20,10 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import pytest
 import torch
@@ -443,6 +446,272 @@ def test_api_examples_render_as_code(site: Path) -> None:
     for page in sorted((site / "api").rglob("*.html")):
         text = page.read_text(encoding="utf-8")
         assert "<blockquote>" not in text, f"{page.relative_to(site)} renders a blockquote"
+
+
+# --------------------------------------------------------------------------------------------
+# Links that land, exponents that stay exponents
+# --------------------------------------------------------------------------------------------
+
+
+class _Anchors(HTMLParser):
+    """The ids of an HTML page (``id`` and ``<a name>``) and the targets of its links."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ids: set[str] = set()
+        self.hrefs: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        values = dict(attrs)
+        self.ids.update(
+            v for k, v in values.items() if v and (k == "id" or (k, tag) == ("name", "a"))
+        )
+        if tag == "a" and values.get("href"):
+            self.hrefs.append(str(values["href"]))
+
+
+def _anchors(page: Path) -> _Anchors:
+    parser = _Anchors()
+    parser.feed(page.read_text(encoding="utf-8"))
+    return parser
+
+
+@pytest.mark.slow
+def test_every_internal_link_lands_on_an_anchor(site: Path) -> None:
+    pages = {page: _anchors(page) for page in sorted(site.rglob("*.html"))}
+    broken = []
+    for page, parsed in pages.items():
+        for href in parsed.hrefs:
+            url = urlsplit(href)
+            if url.scheme or url.netloc or not url.fragment:
+                continue  # another site, or a page without a heading to land on
+            target = (page.parent / unquote(url.path)).resolve() if url.path else page
+            if target.is_dir():
+                target = target / "index.html"
+            if target not in pages or unquote(url.fragment) not in pages[target].ids:
+                broken.append(f"{page.relative_to(site)}: {href}")
+    assert not broken, "links to anchors that do not exist:\n" + "\n".join(broken)
+
+
+#: An exponent written as Python writes it: Markdown reads the two stars of a pair of them as
+#: bold (``N = 2**17 ids, D = 2**13`` reads "N = 2<strong>17 ids, D = 2</strong>13").
+_EXPONENT = re.compile(r"[\w)\]]\*\*[\w(]")
+_INLINE_CODE = re.compile(r"``[^`]*``|`[^`\n]*`")
+
+
+def test_docstrings_write_exponents_as_code() -> None:
+    # mkdocstrings renders docstrings (and attribute docstrings) as Markdown.
+    found = []
+    for source in sorted((ROOT / "src").rglob("*.py")):
+        for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):
+                continue
+            if isinstance(node.value.value, str) and _EXPONENT.search(
+                _INLINE_CODE.sub("", node.value.value)
+            ):
+                found.append(f"{source.relative_to(ROOT)}:{node.lineno}")
+    assert not found, "write exponents as ``2**17`` (in backticks) in: " + ", ".join(found)
+
+
+def test_page_prose_writes_exponents_as_code() -> None:
+    found = []
+    for page in sorted(DOCS.rglob("*.md")):
+        text = re.sub(r"^```.*?^```", "", page.read_text(encoding="utf-8"), flags=re.S | re.M)
+        for line in text.splitlines():
+            prose = re.sub(r"\$[^$]*\$", "", _INLINE_CODE.sub("", line))  # code and maths
+            if _EXPONENT.search(prose):
+                found.append(f"{page.relative_to(ROOT)}: {line.strip()[:80]}")
+    assert not found, "write exponents as `2**17` (in backticks):\n" + "\n".join(found)
+
+
+@pytest.mark.slow
+def test_no_page_renders_an_exponent_as_bold(site: Path) -> None:
+    for page in sorted(site.rglob("*.html")):
+        text = page.read_text(encoding="utf-8")
+        found = re.findall(r".{0,30}\d<strong>\d.{0,30}", text)
+        assert not found, f"{page.relative_to(site)}: {found[:2]}"
+
+
+# --------------------------------------------------------------------------------------------
+# What the pages print: no machinery of the build, and lines that fit the page
+# --------------------------------------------------------------------------------------------
+
+_SHOWN = re.compile(r'source="[^"]+"')
+
+
+def _shown_python(page: Path) -> list[tuple[int, str]]:
+    """The Python a page shows (its line and the code without its hidden lines): plain
+    ``python`` blocks and ``exec`` blocks with a ``source``, not pymdownx.snippets includes."""
+    text = page.read_text(encoding="utf-8")
+    blocks = []
+    for match in re.finditer(r"^```python([^\n]*)\n(.*?)^```", text, flags=re.S | re.M):
+        options, code = match.groups()
+        if ("exec=" in options and not _SHOWN.search(options)) or "--8<--" in code:
+            continue
+        shown = [line for line in code.splitlines() if "markdown-exec: hide" not in line]
+        blocks.append((text[: match.start()].count("\n") + 1, "\n".join(shown)))
+    return blocks
+
+
+#: What shown code must not hold: the build's path set-up, the package's private modules, and
+#: the docs' own helper modules (imported by hidden lines, or by blocks that show no code).
+_BUILD_MACHINERY = re.compile(
+    r"sys\.path|embedding_equivalence\._|\bimport figures\b|\bfigures\.|verify_page|triton_page"
+)
+
+
+@pytest.mark.parametrize(
+    "page",
+    sorted(p.name for p in DOCS.glob("*.md") if p.name != "architecture.md"),
+)
+def test_shown_code_holds_no_build_machinery(page: str) -> None:
+    # The Architecture page is about the private modules: it may name them.
+    for line, code in _shown_python(DOCS / page):
+        found = _BUILD_MACHINERY.findall(code)
+        assert not found, f"docs/{page}:{line} shows {found}"
+
+
+#: Shown code that still names a private module, with the reason: its source is a file that
+#: these pages include as it is.
+_PRIVATE_NAMES_ELSEWHERE = {
+    "triton": "triton_steps/cost.py reads the boundary list from embedding_equivalence._draw",
+}
+
+
+@pytest.mark.slow
+def test_outputs_name_no_session_module_nor_private_module(site: Path) -> None:
+    for page in sorted(site.rglob("*.html")):
+        name = page.parent.relative_to(site).as_posix()
+        if name in ("architecture", "."):
+            continue
+        for block in _code_blocks(page):
+            # markdown-exec runs each block as a module of its own: a function defined there
+            # must not be named after it.
+            assert "_code_block_session" not in block, f"{name} prints a block's module"
+            if name not in _PRIVATE_NAMES_ELSEWHERE:
+                private = re.findall(r"embedding_equivalence[./]_\w+", block)
+                assert not private, f"{name} shows private modules {private}"
+
+
+#: A report line: a verdict, or a failure that names the exact value.
+_REPORT_LINE = re.compile(r"(PASSED|FAILED) after \d|but the exact value is")
+
+
+@pytest.mark.slow
+def test_reports_fit_the_page_and_print_tensors_as_torch_does(site: Path) -> None:
+    from verify_page import WIDTH
+
+    for page in sorted(site.rglob("*.html")):
+        name = page.parent.relative_to(site).as_posix()
+        for block in _code_blocks(page):
+            if block.split("\n", 1)[0].endswith(", no interpreter:"):
+                continue  # the Triton page's GPU run, shown line for line as it was recorded
+            # A tensor's rows joined into one line by a one-line message: "],         [".
+            assert not re.search(r"\],[ ]{2,}\[", block), f"{name}: a tensor's rows joined"
+            for line in block.splitlines():
+                if "  " in line.strip() or not _REPORT_LINE.search(line):
+                    continue  # a row of a table (aligned columns), or not a report's line
+                assert len(line) <= WIDTH, f"{name}: {len(line)} characters: {line[:100]}"
+
+
+def test_wrap_lays_out_tensors_as_torch_prints_them_and_keeps_tables_and_code() -> None:
+    import verify_page
+
+    table = torch.tensor([[0.25, -1.5], [3.0, 4.0], [5.5, -6.0]])
+    joined = repr(table).replace("\n", " ")  # as a one-line message writes it
+    line = "weight.grad[0, 0] = -0.328, but the exact value is -0.262 (off by 0.0663, 1.41e+06 "
+    line += f"times the bound 4.7e-08) [kernel(input=tensor([2, 0]), weight={joined})]"
+    wrapped = verify_page.wrap(line).splitlines()
+    assert all(len(row) <= verify_page.WIDTH for row in wrapped)
+    start = next(k for k, row in enumerate(wrapped) if "weight=tensor(" in row)
+    column = wrapped[start].index("weight=tensor(") + len("weight=")
+    printed = [row[column:] for row in wrapped[start : start + 3]]
+    assert "\n".join(printed).removesuffix(")]") == repr(table)  # torch's own layout
+    assert " ".join(verify_page.wrap(line).split()) == " ".join(line.split())  # same words
+    short = "pass    my_kernels:gather_embedding  padding_idx  cpu     float32" + " " * 40 + "13.1"
+    assert verify_page.wrap(short) == short  # aligned columns are left as they are
+    code = (
+        "Minimal counterexample:\n"
+        "weight = torch.randn(5, 3, dtype=torch.float64, "
+        "generator=torch.Generator().manual_seed(20240539)).to(torch.float32) + 0.0\n"
+        "assert_backward_equivalent(candidate, input, table, grad_output, padding_idx=2, "
+        "sparse=True)"
+    )
+    lines = verify_page.wrap(code).splitlines()
+    assert all(len(row) <= verify_page.WIDTH for row in lines)
+    before, after = code.split("\n", 1)[1], "\n".join(lines[1:])
+    assert ast.dump(ast.parse(after)) == ast.dump(ast.parse(before))  # the same code
+
+
+# --------------------------------------------------------------------------------------------
+# What the prose says the output shows
+# --------------------------------------------------------------------------------------------
+
+NOTEBOOK_URL = (
+    "https://github.com/rasbt/LLMs-from-scratch/blob/main/ch02/03_bonus_embedding-vs-matmul/"
+    "embeddings-and-linear-layers.ipynb"
+)
+
+
+def test_the_pages_credit_the_notebook_they_reproduce() -> None:
+    if SEED_004.is_file():  # the notebook's address, as the seed that adapts it gives it
+        assert NOTEBOOK_URL in SEED_004.read_text(encoding="utf-8")
+    for page in ("index.md", "lookup-is-a-matmul.md"):
+        text = " ".join((DOCS / page).read_text(encoding="utf-8").split())
+        assert f"]({NOTEBOOK_URL})" in text, page
+        assert "Sebastian Raschka" in text, page
+    lookup = " ".join((DOCS / "lookup-is-a-matmul.md").read_text(encoding="utf-8").split())
+    assert "numbers are reproduced exactly" in lookup
+    gradients = " ".join((DOCS / "gradients.md").read_text(encoding="utf-8").split())
+    # The open question is a reader's, in notes on the notebook, not the notebook's.
+    assert "A reader's notes on that notebook" in gradients
+    assert "The notebook this project started from ends with" not in gradients
+
+
+@pytest.mark.slow
+def test_gradients_page_shows_the_notebooks_next_step(site: Path) -> None:
+    blocks = _code_blocks(site / "gradients" / "index.html")
+    first = next(k for k, b in enumerate(blocks) if "linear.weight.grad.T" in b)
+    output = blocks[first + 1]
+    # One backward() through each layer, with the same upstream gradient: the gradient of the
+    # table is the scatter-add of G's rows, whatever the table holds.
+    ids, g = torch.tensor([2, 3, 1]), torch.arange(1.0, 16.0).reshape(3, 5)
+    expected = torch.zeros(4, 5).index_add_(0, ids, g)
+    linear_grad = (g.T @ torch.nn.functional.one_hot(ids, 4).float()).T
+    assert torch.equal(expected, linear_grad)
+    assert output.count(str(expected)) == 2, output  # embedding.weight.grad, linear's .T
+    assert output.rstrip().endswith("True")
+    # What the prose says the rows are.
+    prose = _page_text(site / "gradients" / "index.html")
+    assert "Row 2 of the embedding's gradient is G[0]" in " ".join(prose.split())
+    assert torch.equal(expected[2], g[0])
+    assert torch.equal(expected[1], g[2])
+    assert not expected[0].any()
+
+
+@pytest.mark.slow
+def test_verify_page_says_what_its_reports_show(site: Path) -> None:
+    page = site / "verify" / "index.html"
+    output = "\n".join(_code_blocks(page))
+    prose = " ".join(_page_text(page).split())
+    # The overwriting kernel: caught by the boundary example of 2-d ids, each id twice.
+    assert "Boundary example: fails at 2-d ids (float32)" in output
+    assert re.search(r"input=tensor\(\[\[0, 1, 2\],\n +\[0, 1, 2\]\]", output)
+    assert "on its example of 2-d ids, [[0, 1, 2], [0, 1, 2]]" in prose
+    # Hypothesis' shrunk failure: one id twice.
+    assert "input=tensor([0, 0])" in output
+    assert "one id twice, [0, 0]" in prose
+    assert "EmbeddingCase(" not in output  # the noted case, not the record
+
+
+@pytest.mark.slow
+def test_home_page_says_why_the_hand_written_lookup_fails(site: Path) -> None:
+    page = site / "index.html"
+    output = "\n".join(_code_blocks(page))
+    prose = " ".join(_page_text(page).split())
+    assert "fails at 0-d ids (float32)" in output
+    assert "the output shares memory with weight" in " ".join(output.split())
+    assert "a 0-d id: indexing with a 0-d tensor returns a view of the table" in prose
 
 
 # --------------------------------------------------------------------------------------------

@@ -17,10 +17,12 @@ import io
 import os
 import subprocess
 import sys
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
 from shared_results import shared
+from verify_page import wrap
 
 HERE = Path(__file__).resolve().parent
 STEPS = HERE / "triton_steps"
@@ -80,7 +82,7 @@ def step(name: str) -> str:
         return out.getvalue()
 
     printed = shared("triton-step", run, name)
-    return shown + f"```text\n{printed.rstrip()}\n```\n"
+    return shown + f"```text\n{wrap(printed.rstrip())}\n```\n"
 
 
 def _demo_files() -> dict[str, str]:
@@ -122,7 +124,8 @@ def command(args: list[str], files: dict[str, str] | None = None, pick: str = ""
     """Markdown: ``$ args`` run in a fresh process (in ``docs/_scripts``, or in a folder with
     ``files`` and the worked kernels), its output and its exit status. With ``pick``, the
     output is cut to its first three lines (the table) and the first line holding ``pick``."""
-    shown = "$ " + " ".join(args)
+    # A long command goes on after a backslash, as a shell reads it.
+    shown = "$ " + " \\\n    ".join(textwrap.wrap(" ".join(args), 80, break_on_hyphens=False))
     why = missing()
     if why is not None:
         return f"```text\n{shown}\n```\n\n" + _not_run(why)
@@ -132,7 +135,7 @@ def command(args: list[str], files: dict[str, str] | None = None, pick: str = ""
         lines = output.splitlines()
         picked = [line for line in lines if pick in line][:1]
         output = "\n".join([*lines[:3], "[...]", *picked, "[...]"])
-    return f"```text\n{shown}\n{output}\n$ echo $?\n{returncode}\n```\n"
+    return f"```text\n{shown}\n{wrap(output)}\n$ echo $?\n{returncode}\n```\n"
 
 
 def _run(args: list[str], files: dict[str, str] | None) -> tuple[str, int]:

@@ -6,9 +6,12 @@ Imports no library: the site builds without them.
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 from pathlib import Path
 from typing import Any
+
+from verify_page import wrap, wrap_code
 
 from . import ENTRIES
 
@@ -38,8 +41,10 @@ def load(path: Path = JSON_PATH) -> dict[str, Any]:
 
 
 def _text(text: str) -> str:
-    """``text`` for Markdown: ``<tmp>`` and ``<repo>`` are not HTML tags."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """``text`` for Markdown: ``<tmp>`` and ``<repo>`` are not HTML tags, and an exponent
+    (``2**17``) is code, not the start of bold text."""
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return re.sub(r"(?<![\w`])(\d+\*\*\d+)(?![\w`])", r"`\1`", text)
 
 
 def _cell(text: str) -> str:
@@ -62,10 +67,23 @@ def _stale(data: dict[str, Any]) -> str:
     )
 
 
+#: A frame of the package's own code in a traceback (the rank that called the candidate), with
+#: the lines that show its source: the traceback on the page starts at the candidate's frames.
+_OWN_FRAME = re.compile(r'^  File "src/embedding_equivalence/[^\n]*\n(?:    [^\n]*\n)*', re.M)
+
+
+def _shown(body: str, fence: str) -> str:
+    """``body`` at the page's width: Python broken inside its brackets, text wrapped with
+    tensors as torch prints them, and tracebacks without the package's own frames."""
+    if fence == "python":
+        return "\n".join(part for line in body.split("\n") for part in wrap_code(line))
+    return wrap(_OWN_FRAME.sub("", body))
+
+
 def _details(title: str, body: str, fence: str = "text", kind: str = "failure") -> str:
     """A collapsed block (pymdownx.details) holding ``body`` as a code block."""
     title = title.replace('"', "'")
-    inner = f"```{fence}\n{body.rstrip()}\n```"
+    inner = f"```{fence}\n{_shown(body.rstrip(), fence)}\n```"
     return f'??? {kind} "{title}"\n' + textwrap.indent(inner, "    ") + "\n"
 
 
@@ -120,7 +138,7 @@ def render_entry(entry_id: str, entries: dict[str, Any] | None = None) -> str:
         )
     calls = [f"# {n}. {run['label']}\n{run['call']}" for n, run in enumerate(data["runs"], 1)]
     out.append("\nThe verify calls, in the order they ran:\n")
-    out.append("```python\n" + "\n".join(calls) + "\n```")
+    out.append("```python\n" + _shown("\n".join(calls), "python") + "\n```")
     out.append("")
     for number, run in enumerate(data["runs"], 1):
         if run["passed"]:

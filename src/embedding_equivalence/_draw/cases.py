@@ -168,7 +168,7 @@ class _CaseBase(TableFacts):
         helper, check = self._check_source(fn, backward)
         extra, arguments, grads = self._source_parts()
         tensors = [self.ids.source("input"), self.weight.source("weight"), *extra]
-        prepare = ["table = weight.detach().clone()  # before the call: max_norm renorms it"]
+        prepare = ["table = weight.detach().clone()  # as it is before the call, for the check"]
         after = ["print(out)"]
         if backward:
             prepare.append(self.grad_output_source())

@@ -35,7 +35,7 @@ from .._draw.tensors import available_devices, device_problem, dtypes_on, float_
 from .._engine.arguments import draw_seed, phase_rows
 from .._engine.bench import bench_embedding
 from .._engine.check import EquivalenceError
-from .._engine.names import import_reference
+from .._engine.names import import_reference, importable_from
 from .._engine.probe import check_candidate
 from .._engine.report import VerificationReport, report_fields
 from .._engine.triton import switch_interpreter_on
@@ -108,16 +108,6 @@ def _refused(prefix: str = "", kind: type[Exception] = InvalidArgument) -> Itera
         raise UsageError(f"{prefix}{exc}") from None
 
 
-@contextlib.contextmanager
-def _working_directory_importable() -> Iterator[None]:
-    """Like ``python -m``: modules in the working directory import (workers inherit it)."""
-    sys.path.insert(0, os.getcwd())
-    try:
-        yield
-    finally:
-        sys.path.remove(os.getcwd())
-
-
 def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     only = _only(args)
     with _refused():
@@ -135,7 +125,8 @@ def _verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             raise UsageError(f"--sharding: give one device with --devices, got {','.join(devices)}")
         if args.candidate:
             _candidate(args, devices)
-        with _working_directory_importable():  # the workers import the candidate by name too
+        # Like python -m: modules in the working directory import (the workers inherit it).
+        with importable_from(os.getcwd()):
             return run_sharded_verify(args, dtypes, devices[0], only, out, err)
     if args.scheme is None and args.symmetric:
         raise UsageError("--symmetric goes with --scheme int8")
@@ -318,7 +309,7 @@ def _candidate(args: argparse.Namespace, devices: list[str]) -> Callable[..., An
     without a GPU. A usage mistake, not a finding.
     """
     spec = args.candidate
-    with _working_directory_importable(), _refused(f"--candidate {spec!r}: ", ValueError):
+    with importable_from(os.getcwd()), _refused(f"--candidate {spec!r}: ", ValueError):
         fn = import_reference(spec)
     if not callable(fn):
         raise UsageError(f"--candidate {spec!r}: {spec.partition(':')[2]!r} is not callable")

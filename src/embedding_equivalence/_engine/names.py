@@ -10,9 +10,10 @@ wrappers.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from importlib import import_module
 from importlib.util import module_from_spec, spec_from_file_location
 from types import ModuleType
@@ -78,15 +79,23 @@ def _import_file(path: str) -> ModuleType:
         raise FileNotFoundError(f"no Python file {file}")
     module = module_from_spec(spec)
     sys.modules[name] = module
-    sys.path.insert(0, os.path.dirname(file))  # its imports of its neighbours, as a script's
     try:
-        spec.loader.exec_module(module)
+        with importable_from(os.path.dirname(file)):  # its neighbours, as a script's
+            spec.loader.exec_module(module)
     except BaseException:
         del sys.modules[name]
         raise
-    finally:
-        sys.path.remove(os.path.dirname(file))
     return module
+
+
+@contextlib.contextmanager
+def importable_from(folder: str) -> Iterator[None]:
+    """``folder`` first on ``sys.path`` while the block runs, as Python puts a script's."""
+    sys.path.insert(0, folder)
+    try:
+        yield
+    finally:
+        sys.path.remove(folder)
 
 
 def why_not_importable(fn: Callable[..., Any]) -> str | None:

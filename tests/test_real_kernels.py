@@ -39,10 +39,14 @@ sys.path.insert(0, str(ROOT / "docs" / "_scripts"))
 from real_kernels import ENTRIES, Entry  # noqa: E402
 from real_kernels.generate import MISSING, run_child  # noqa: E402
 from real_kernels.page import (  # noqa: E402
+    CATEGORIES,
     ENTRY_FIELDS,
     RUN_FIELDS,
     _text,
+    findings,
+    headline,
     load,
+    recorded_elsewhere,
     render_entry,
     render_summary,
 )
@@ -69,6 +73,10 @@ KINDS = {"passed", "refuses", "accepts bad input", "differs", "crashes", "interp
 @pytest.fixture(scope="module")
 def entries() -> dict[str, Any]:
     return load()
+
+
+#: The build the recorded entries were made with: nothing on the page is marked.
+SAME = {"torch": "2.13.0+cpu", "triton": "3.9.0", "machine": "x86_64, 2 CPUs, 2 torch threads"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -113,19 +121,119 @@ def test_the_json_holds_no_path_of_the_machine() -> None:
 def test_the_page_renders_each_entry_without_its_library(
     entry: Entry, entries: dict[str, Any]
 ) -> None:
-    text = render_entry(entry.id, entries)
+    text = render_entry(entry.id, entries, SAME)
     data = entries[entry.id]
     if data.get("status") == "never run":
         assert _text(data["not_run"]["reason"]) in text
-        assert entry.title in render_summary(entries)
+        assert entry.title in render_summary(entries, SAME)
         return
     for report in data.get("reports", []):
         assert _text(report["title"]) in text
     for run in data["runs"]:
         assert _text(run["label"]) in text
-    for line in data["found"]:
-        assert _text(line) in text
-    assert entry.title in render_summary(entries)
+    assert f"**What the verifier found:** {headline(data)}" in text
+    for finding in findings(data):
+        assert _text(finding.text) in text
+    assert entry.title in render_summary(entries, SAME)
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.id)
+def test_each_failing_call_is_one_finding_and_each_report_a_defect(
+    entry: Entry, entries: dict[str, Any]
+) -> None:
+    data = entries[entry.id]
+    if data.get("status") == "never run":
+        return
+    found = findings(data)
+    numbers = sorted(n for f in found for n in f.runs)
+    assert numbers == [n for n, r in enumerate(data["runs"], 1) if not r["passed"]]
+    assert {f.category for f in found} <= set(CATEGORIES)
+    defects = {label for f in found if f.category == "defect" for label in f.labels}
+    assert {r["label"] for r in data.get("reports", [])} <= defects
+    for f in found:
+        runs = [data["runs"][n - 1] for n in f.runs]
+        assert all(r["kind"] == runs[0]["kind"] for r in runs), f.text
+        if f.category == "missing option":
+            assert all("has no argument for" in r["found"] for r in runs), f.text
+        if f.category == "interpreter limit":
+            assert all(r["kind"] == "interpreter limit" for r in runs), f.text
+        if f.category == "defect":
+            assert f.call, f"{entry.id}: a defect without its minimal call: {f.text}"
+
+
+def test_liger_headline_separates_defects_refusals_and_interpreter_limits(
+    entries: dict[str, Any],
+) -> None:
+    data = entries["liger_embedding"]
+    by = {c: [f for f in findings(data) if f.category == c] for c in CATEGORIES}
+    # Ten calls that meet the reshape of empty ids are one finding, a confirmed defect.
+    (empty,) = [f for f in by["defect"] if "cannot reshape tensor of 0 elements" in f.text]
+    assert len(empty.runs) == 10
+    assert empty.call == (
+        "liger_embedding_function(input=tensor([], dtype=torch.int64), weight=tensor([[1.5410]]))"
+    )
+    assert len(by["defect"]) == len(data["reports"]) == 3
+    assert {f.text for f in by["missing option"]} == {
+        f"no argument for `{o}`"
+        for o in ("padding_idx", "max_norm", "scale_grad_by_freq", "sparse")
+    }
+    assert [len(f.runs) for f in by["interpreter limit"]] == [4]
+    assert not by["other"]
+    line = headline(data)
+    assert line.startswith(
+        "**3** confirmed defects (13 calls) · **0** other findings · **4** options it does not "
+        "have (7 calls) · **1** limit of Triton's interpreter (4 calls); 8 of 32 calls passed"
+    )
+    assert "no boundary phase" in line
+    text = render_entry("liger_embedding", entries, SAME)
+    assert "**x10** raises RuntimeError: cannot reshape tensor of 0 elements" in text
+    assert "minimal call: `liger_embedding_function(input=tensor([], dtype=torch.int64)" in text
+
+
+def test_the_summary_counts_findings_by_kind_not_failed_calls(entries: dict[str, Any]) -> None:
+    table = render_summary(entries, SAME)
+    header = table.splitlines()[0]
+    assert "failed" not in header
+    for column in ("confirmed defects", "other findings", "options it lacks", "interpreter limits"):
+        assert column in header
+    (liger,) = [row for row in table.splitlines() if "#liger-embedding" in row]
+    assert "| 8 of 32 | 3 | 0 | 4 | 1 | 486 |" in liger
+    assert "†" not in table
+
+
+def test_a_record_from_other_versions_or_another_machine_is_marked(
+    entries: dict[str, Any],
+) -> None:
+    versions = {"torch": "2.13.0+cpu", "triton": "3.9.0"}
+    assert recorded_elsewhere(versions, SAME["machine"], SAME) is None
+    other = {**SAME, "torch": "2.14.0+cu130"}
+    assert recorded_elsewhere(versions, SAME["machine"], other) == (
+        "recorded on x86_64, 2 CPUs, 2 torch threads with torch 2.13.0+cpu, Triton 3.9.0; "
+        "this site was built with torch 2.14.0+cu130, Triton 3.9.0"
+    )
+    elsewhere = {**SAME, "machine": "arm64, 8 CPUs, 8 torch threads"}
+    assert recorded_elsewhere(versions, SAME["machine"], elsewhere).endswith(
+        "on arm64, 8 CPUs, 8 torch threads"
+    )
+    assert "Recorded elsewhere" not in render_entry("fbgemm_tbe", entries, SAME)
+    text = render_entry("fbgemm_tbe", entries, other)
+    assert '!!! note "Recorded elsewhere"' in text
+    assert "this site was built with torch 2.14.0+cu130" in text
+    assert "fbgemm-gpu-cpu 1.8.0 †" in render_summary(entries, other)
+
+
+def test_liger_shows_its_gpu_record_marked_with_its_machine_and_versions(
+    entries: dict[str, Any],
+) -> None:
+    import json
+
+    gpu = json.loads((ROOT / "docs" / "triton-cuda.json").read_text(encoding="utf-8"))
+    text = render_entry("liger_embedding", entries, SAME)
+    assert f"recorded on {gpu['device']} with torch {gpu['torch']}, Triton {gpu['triton']}" in text
+    for check in gpu["results"]:
+        if check["check"].startswith("Liger"):
+            assert f"{check['check']}: liger: PASSED" in text
+    assert "<locals>" not in text
 
 
 def test_each_ready_to_file_report_names_a_failing_call_and_failed(
@@ -164,10 +272,10 @@ def test_a_limit_of_the_interpreter_is_neither_a_pass_nor_a_finding(
 def test_an_entry_that_was_not_run_says_so(entries: dict[str, Any]) -> None:
     kept = {**entries["fbgemm_tbe"], "status": "kept"}
     kept["not_run"] = {"date": "2030-01-01", "reason": "fbgemm_gpu does not import"}
-    text = render_entry("fbgemm_tbe", {"fbgemm_tbe": kept})
+    text = render_entry("fbgemm_tbe", {"fbgemm_tbe": kept}, SAME)
     assert "Not run on 2030-01-01" in text
     assert "fbgemm_gpu does not import" in text
-    assert "not run yet" in render_summary({})
+    assert "not run yet" in render_summary({}, SAME)
 
 
 # --------------------------------------------------------------------------------------------

@@ -82,14 +82,29 @@ def test_the_built_page_holds_the_results(tmp_path_factory: pytest.TempPathFacto
     assert "triton_kernels.racy_embedding: PASSED" in page
 
 
-def test_the_gpu_run_is_rendered_from_its_json() -> None:
+def test_the_gpu_run_is_rendered_readably_from_its_json_and_marked() -> None:
     import json
 
+    from verify_page import WIDTH
+
     data = json.loads((ROOT / "docs" / "triton-cuda.json").read_text(encoding="utf-8"))
-    text = triton_page.gpu_results()
-    assert data["device"] in text
+    text = triton_page.gpu_results(built={"torch": "2.13.0+cpu", "triton": "3.9.0"})
+    note, _, block = text.partition("```text\n")
+    # Marked: the machine and versions of the record, beside this build's.
+    assert data["device"] in note
+    assert f"torch {data['torch']}, Triton {data['triton']}" in note
+    assert "this site was built with torch 2.13.0+cpu, Triton 3.9.0" in note
+    assert "with the same versions" in triton_page.gpu_results(
+        built={"torch": data["torch"], "triton": data["triton"]}
+    )
+    # Readable: short candidate names, tensors laid out, lines within the page's width.
+    assert "<locals>" not in block
+    assert all(len(line) <= WIDTH for line in block.splitlines())
+    flat = " ".join(block.split())
     for result in data["results"]:
-        assert f"[{result['check']}]" in text
-        assert all(line in text for line in result["lines"])
+        assert f"[{result['check']}]" in block
+        for line in result["lines"]:
+            assert " ".join(triton_page.short_names(line).split()) in flat
+    assert "  liger: PASSED after 100 examples" in block
     page = (ROOT / "docs" / "triton.md").read_text(encoding="utf-8")
     assert "gpu_results()" in page

@@ -15,6 +15,7 @@ import importlib
 import importlib.util
 import io
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -22,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from shared_results import shared
-from verify_page import wrap
+from verify_page import WIDTH, wrap
 
 HERE = Path(__file__).resolve().parent
 STEPS = HERE / "triton_steps"
@@ -163,15 +164,51 @@ def _run(args: list[str], files: dict[str, str] | None) -> tuple[str, int]:
     return done.stdout or done.stderr, done.returncode
 
 
-def gpu_results(path: Path = ROOT / "docs" / "triton-cuda.json") -> str:
+def short_names(line: str) -> str:
+    """``line`` with a candidate's qualified name (``__main__._checks.<locals>.liger``) cut to
+    its own name (``liger``)."""
+    return re.sub(r"[\w.]*<locals>\.(\w+)", r"\1", line)
+
+
+def gpu_results(
+    path: Path = ROOT / "docs" / "triton-cuda.json", built: dict[str, str] | None = None
+) -> str:
     """Markdown: the last run of ``benchmarks/triton_cuda_check.py`` (on a GPU, compiled),
-    as it wrote it."""
+    with the machine and the versions it ran with beside this build's (``built``: torch and
+    triton versions; by default the installed ones), each check's lines wrapped to the page."""
     import json
 
     data = json.loads(path.read_text(encoding="utf-8"))
-    head = f"{data['device']}, torch {data['torch']}, triton {data['triton']}, no interpreter:"
-    lines = [head]
+    built = _installed() if built is None else built
+    site = ", ".join(f"{name} {built.get(key, 'not installed')}" for key, name in _NAMES.items())
+    recorded = f"torch {data['torch']}, Triton {data['triton']}"
+    same = all(built.get(key) == data[key] for key in _NAMES)
+    note = (
+        f'!!! note "Recorded on {data["device"]}, not by this build"\n'
+        f"    Recorded on {data['device']} with {recorded}, compiled (no interpreter); this "
+        f"site was built {'with the same versions' if same else 'with ' + site}, without a "
+        f"GPU.\n\n"
+    )
+    lines = []
     for result in data["results"]:
         lines.append(f"[{result['check']}] {result['seconds']} s")
-        lines += [f"  {line}" for line in result["lines"] if line]
-    return "```text\n" + "\n".join(lines) + "\n```\n"
+        for line in result["lines"]:
+            if line:
+                lines += [f"  {part}" for part in wrap(short_names(line), WIDTH - 2).split("\n")]
+    return note + "```text\n" + "\n".join(lines) + "\n```\n"
+
+
+_NAMES = {"torch": "torch", "triton": "Triton"}
+
+
+def _installed() -> dict[str, str]:
+    """The torch and triton versions installed where the site is built."""
+    import importlib.metadata
+
+    found = {}
+    for key in _NAMES:
+        try:
+            found[key] = importlib.metadata.version(key)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return found

@@ -442,7 +442,7 @@ def _gpu_checks(entry_id: str, built: dict[str, str], path: Path = GPU_JSON_PATH
     )
     out = [
         f"- *On a GPU*, compiled, without the interpreter ({_text(where)}; the "
-        "[Triton page's GPU record](triton.md#what-the-interpreter-cannot-tell-you)):\n"
+        "[Triton page's GPU record](../triton/#what-the-interpreter-cannot-tell-you)):\n"
     ]
     for check in checks:
         verdict = _short_name(check["lines"][0]) if check["lines"] else "no output"

@@ -60,7 +60,7 @@ def verify_embedding(
       argument shares, hand out one output buffer twice, keep state between calls (a second
       call after the table is negated in place must see the change), or return memory it
       allocated and did not write; see
-      [What a kernel must not do](../verify.md#what-a-kernel-must-not-do);
+      [What a kernel must not do](../verify-reference.md#what-a-kernel-must-not-do);
     - bad input (an id out of range, a negative id, floating ids, ``padding_idx`` out of
       range): the candidate must raise, as the reference does.
 
@@ -91,7 +91,7 @@ def verify_embedding(
             and ``2**k + 1`` up to N = ``2**17`` ids, D = ``2**13``, V = ``2**24`` rows and
             ``2**16`` repeats of one id; edge shapes and layouts; bad input at its edges; each
             combination of the options), the same under every seed; see
-            [Boundary examples](../verify.md#boundary-examples-the-sizes-where-kernels-break).
+            [Boundary examples](../verify-reference.md#boundary-examples).
 
     Returns:
         A [`VerificationReport`][embedding_equivalence.VerificationReport]; call
@@ -161,7 +161,7 @@ def verify_embedding_bag(
       argument shares, hand out one output buffer twice, keep state between calls (a second
       call after the table is negated in place must see the change), or return memory it
       allocated and did not write; see
-      [What a kernel must not do](../verify.md#what-a-kernel-must-not-do);
+      [What a kernel must not do](../verify-reference.md#what-a-kernel-must-not-do);
     - bad input of the kinds in
       [`BAG_INVALID_KINDS`][embedding_equivalence.strategies.BAG_INVALID_KINDS] (on the CPU, one
       example in five): the candidate must raise, as the reference does. The kinds in
@@ -278,7 +278,7 @@ def verify_quantized_embedding(
       argument shares, hand out one output buffer twice, keep state between calls (a second
       call after the table is negated in place must see the change), or return memory it
       allocated and did not write; see
-      [What a kernel must not do](../verify.md#what-a-kernel-must-not-do);
+      [What a kernel must not do](../verify-reference.md#what-a-kernel-must-not-do);
     - bad input (an id out of range, a negative id, floating ids): the candidate must raise.
 
     Args:

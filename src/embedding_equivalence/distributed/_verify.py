@@ -169,8 +169,9 @@ def verify_sharded_embedding(
     the exact float64 oracle and derived bound of
     [`verify_embedding`][embedding_equivalence.verify_embedding]. Every rank's output and gradient
     is judged: they must agree on every rank. Each rank also checks what a kernel must not do
-    (see [What a kernel must not do](../verify.md#what-a-kernel-must-not-do)): its arguments
-    and its shard of the table are left unchanged, the output shares no argument's memory,
+    (see [What a kernel must not do](../verify-reference.md#what-a-kernel-must-not-do)):
+    its arguments and its shard of the table are left unchanged, the output shares no
+    argument's memory,
     and a second call after the shard is negated in place leaves the first output unchanged
     and gives the new values. A table past ``2**22`` elements gets none of the second call.
 
@@ -228,7 +229,7 @@ def verify_sharded_embedding(
             and empty ids; each combination of the options with ``padding_idx`` on a
             trailing rank's row; bad input at its edges on the CPU), the same under every
             seed; see
-            [Boundary examples](../verify.md#boundary-examples-the-sizes-where-kernels-break).
+            [Boundary examples](../verify-reference.md#boundary-examples).
             When the size knobs ask for a table built shard by shard, the examples at that
             size follow: the sharded axis at its largest value and at the world's multiple
             next to it, with ids at every shard edge.

@@ -333,6 +333,7 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, Path, str]:
     return code, out, printed.getvalue()
 
 
+@pytest.mark.slow  # the harness's tiny run (4 s); the fast tier runs the script once
 def test_tiny_run_writes_json_with_the_machine(tiny_run: tuple[int, Path, str]) -> None:
     code, out, _ = tiny_run
     assert code == 0
@@ -377,6 +378,7 @@ def test_tiny_run_writes_json_with_the_machine(tiny_run: tuple[int, Path, str]) 
         assert math.isclose(r["ratio"], r["median_ms"] / r["model_ms"])
 
 
+@pytest.mark.slow
 def test_tiny_run_headline_is_the_v_sweep(tiny_run: tuple[int, Path, str]) -> None:
     _, out, _ = tiny_run
     data = json.loads((out / "bench.json").read_text(encoding="utf-8"))
@@ -393,6 +395,7 @@ def test_tiny_run_headline_is_the_v_sweep(tiny_run: tuple[int, Path, str]) -> No
         assert math.isclose(h["one-hot/lookup measured"], h["one-hot ms"] / h["lookup ms"])
 
 
+@pytest.mark.slow
 def test_report_round_trips_through_json(tiny_run: tuple[int, Path, str], tmp_path: Path) -> None:
     _, out, _ = tiny_run
     data = json.loads((out / "bench.json").read_text(encoding="utf-8"))
@@ -405,6 +408,7 @@ def test_report_round_trips_through_json(tiny_run: tuple[int, Path, str], tmp_pa
     assert json.loads((tmp_path / "bench.json").read_text(encoding="utf-8")) == data
 
 
+@pytest.mark.slow
 def test_tiny_run_writes_csv(tiny_run: tuple[int, Path, str]) -> None:
     _, out, _ = tiny_run
     with (out / "bench.csv").open(encoding="utf-8", newline="") as f:
@@ -419,6 +423,7 @@ def test_tiny_run_writes_csv(tiny_run: tuple[int, Path, str]) -> None:
 
 @pytest.mark.skipif(not HAS_MATPLOTLIB, reason="matplotlib is not installed")
 @pytest.mark.parametrize("name", ["time_vs_vocab.svg", "memory_vs_vocab.svg", "ratio_vs_model.svg"])
+@pytest.mark.slow
 def test_tiny_run_draws_the_plots(tiny_run: tuple[int, Path, str], name: str) -> None:
     _, out, _ = tiny_run
     text = (out / name).read_text(encoding="utf-8")
@@ -428,6 +433,7 @@ def test_tiny_run_draws_the_plots(tiny_run: tuple[int, Path, str], name: str) ->
 
 
 @pytest.mark.skipif(not HAS_PROC, reason="peak RSS is read from /proc (Linux)")
+@pytest.mark.slow
 def test_tiny_run_measures_the_one_hot_memory(tiny_run: tuple[int, Path, str]) -> None:
     _, out, _ = tiny_run
     results = json.loads((out / "bench.json").read_text(encoding="utf-8"))["results"]
@@ -441,6 +447,7 @@ def test_tiny_run_measures_the_one_hot_memory(tiny_run: tuple[int, Path, str]) -
     assert "fresh process" in one_hot["memory_method"]
 
 
+@pytest.mark.slow
 def test_tiny_run_prints_the_tables(tiny_run: tuple[int, Path, str]) -> None:
     _, _, printed = tiny_run
     assert "cpu: " in printed
@@ -452,6 +459,7 @@ def test_tiny_run_prints_the_tables(tiny_run: tuple[int, Path, str]) -> None:
     assert "\x1b[" not in printed  # not a terminal: plain text
 
 
+@pytest.mark.slow
 def test_json_path_writes_the_results_beside_the_report(tiny_run: tuple[int, Path, str]) -> None:
     _, out, printed = tiny_run
     copy = json.loads((out / "copy.json").read_text(encoding="utf-8"))
@@ -459,6 +467,7 @@ def test_json_path_writes_the_results_beside_the_report(tiny_run: tuple[int, Pat
     assert str(out / "copy.json") in printed.splitlines()[-1]  # "wrote ..."
 
 
+@pytest.mark.slow
 def test_a_terminal_gets_rich_tables(
     tiny_run: tuple[int, Path, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -113,6 +113,7 @@ _WITHOUT_RICH = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a fresh interpreter; test_cli runs the script in one too, fast
 def test_the_console_script_runs_without_rich() -> None:
     argv = ["verify", "--only", "lookup_embedding/-/cpu/float32", "--max-examples", "3"]
     argv += ["--seed", "0", "--no-boundaries"]

@@ -176,6 +176,7 @@ def test_figure_text_is_legible_on_every_screen(name: str) -> None:
     _assert_legible(_figure(name), name)
 
 
+@pytest.mark.slow  # every benchmark figure drawn; the browser test reads them too
 def test_the_benchmark_figures_are_legible_on_every_screen() -> None:
     shown = _bench_figures()
     assert len(shown) == 3, sorted(shown)

@@ -1034,6 +1034,7 @@ def test_sweep_section_shows_the_load_and_the_model_agreement(
     _assert_tables_fit(text, "sweep_section")
 
 
+@pytest.mark.slow  # the section rendered again (2 s)
 def test_the_tables_and_the_figures_show_the_same_run(
     tmp_path: Path, sweep_payload: dict[str, Any]
 ) -> None:
@@ -1048,6 +1049,7 @@ def test_the_tables_and_the_figures_show_the_same_run(
     assert "N = 1,024, D = 256" in text  # the figures' sweep is the tables' sweep
 
 
+@pytest.mark.slow  # the whole section rendered; the sweep section's test checks its tables fast
 def test_the_checked_in_results_render_in_narrow_tables() -> None:
     data = json.loads((DOCS / "bench" / "bench.json").read_text(encoding="utf-8"))
     assert data["results"], "docs/bench/bench.json holds no sweep"

@@ -299,9 +299,10 @@ def test_the_verdict_kinds_follow_the_verifier_messages() -> None:
         (_clamping, "accepts bad input", "returns a result for bad input"),
         (F.embedding, "passed", "passed"),
     ]:
-        report = ee.verify_embedding(
-            candidate, dtypes=[torch.float32], max_examples=100, seed=0, backward=False
-        )
+        report = ee.verify_embedding(  # random examples only: about 6 of 30 are bad input
+            candidate, dtypes=[torch.float32], max_examples=30, seed=0, backward=False,
+            boundaries=False,
+        )  # fmt: skip
         got = classify(report.passed, report.failure, report.torch_defect)
         assert got[0] == kind, report
         assert got[1].startswith(text), got

@@ -19,13 +19,10 @@ Runner and oracle are the two seams: a new verifier brings its own and reuses th
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
-import random
 import traceback
-import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -201,47 +198,6 @@ def _backward_and_again(
     if values is not None:
         negate = negate_referenced(call, values)
         outcome.again = call_again(candidate, call.args, call.kwargs, negate, out)
-
-
-@contextlib.contextmanager
-def preserved_global_state() -> Iterator[None]:
-    """Restore torch's and Python's global state on exit, whatever the candidate changed.
-
-    Covers grad mode, the default dtype, the CPU and CUDA RNG states, Python's ``random``,
-    deterministic-algorithm flags, the TF32 flags and the float32 matmul precision.
-    """
-    grad = torch.is_grad_enabled()
-    default_dtype = torch.get_default_dtype()
-    det = torch.are_deterministic_algorithms_enabled()
-    det_warn = torch.is_deterministic_algorithms_warn_only_enabled()
-    tf32_matmul = torch.backends.cuda.matmul.allow_tf32
-    tf32_cudnn = torch.backends.cudnn.allow_tf32
-    precision = torch.get_float32_matmul_precision()
-    py_state = random.getstate()
-    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
-    with torch.random.fork_rng(devices=devices):
-        try:
-            yield
-        finally:
-            torch.set_grad_enabled(grad)
-            torch.set_default_dtype(default_dtype)
-            torch.use_deterministic_algorithms(det, warn_only=det_warn)
-            torch.backends.cuda.matmul.allow_tf32 = tf32_matmul
-            torch.backends.cudnn.allow_tf32 = tf32_cudnn
-            torch.set_float32_matmul_precision(precision)
-            random.setstate(py_state)
-
-
-@contextlib.contextmanager
-def quiet_replay() -> Iterator[None]:
-    """Run a diagnosis's replay of a failing case: global state kept, warnings silent.
-
-    Grad mode is on inside: a caller under ``no_grad`` must not make a replayed output look
-    disconnected.
-    """
-    with preserved_global_state(), warnings.catch_warnings(), torch.enable_grad():
-        warnings.simplefilter("ignore")
-        yield
 
 
 # --- judging ----------------------------------------------------------------------------------
@@ -619,24 +575,3 @@ def _with_runs_agree(case: CheckableCase, backward: bool, repro: str) -> str:
         "from embedding_equivalence.testing import assert_runs_agree\n"
         f"assert_runs_agree(candidate, {arguments()}{gradient})"
     )
-
-
-def replay_fails(
-    candidate: Callable[..., Any], case: CheckableCase, oracle: OracleFactory, backward: bool
-) -> bool | None:
-    """Whether ``candidate`` fails ``case`` in the engine, replayed in [`quiet_replay`][].
-
-    The one replay of a diagnosis (torch's own defects, the limits of Triton's interpreter).
-
-    Returns:
-        True when the checks fail, False when they pass, ``None`` when the replay itself
-        broke (the oracle or the case): no verdict.
-    """
-    try:
-        with quiet_replay():
-            check_case(candidate, case, oracle, backward=backward)
-    except EquivalenceError:
-        return True
-    except Exception:  # the oracle or the case broke: no verdict
-        return None
-    return False

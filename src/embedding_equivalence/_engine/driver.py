@@ -41,11 +41,11 @@ from .check import (
     Snippet,
     case_snippet,
     check_case,
-    preserved_global_state,
     run_in_process,
 )
 from .compiled import CompiledRunner, compiled_context
 from .names import candidate_name, is_compiled
+from .replay import preserved_global_state
 from .report import VerificationReport, merge_reports
 from .repro import candidate_source
 from .torch_defects import TorchDefect, torch_defect_behind

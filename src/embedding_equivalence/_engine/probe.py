@@ -26,8 +26,8 @@ from hypothesis.errors import InvalidArgument
 
 from ..forms.options import BAG_OPTIONS, EMBEDDING_OPTIONS
 from ..forms.quantized import quantize_rowwise
-from .check import quiet_replay
 from .names import is_compiled, short_name
+from .replay import quiet_replay
 
 _EMBEDDING = "F.embedding's (input, weight, **options)"
 _OTHER = ", or verify it with verify_embedding (on the command line: drop {})"

@@ -40,7 +40,8 @@ from ..forms.bag import bag_bounds
 from ..forms.validation import padding_row
 from ..oracle import BagOracle, EmbeddingOracle
 from ..oracle.embedding import referenced_rows
-from .check import OracleFactory, replay_fails
+from .check import OracleFactory
+from .replay import replay_fails
 
 #: A drawn case of either kind.
 Case = EmbeddingCase | EmbeddingBagCase

@@ -31,7 +31,8 @@ from typing import Any
 import torch
 
 from ..forms.dtypes import dtype_name
-from .check import CheckableCase, OracleFactory, quiet_replay, replay_fails, run_in_process
+from .check import CheckableCase, OracleFactory, run_in_process
+from .replay import quiet_replay, replay_fails
 from .triton import INTERPRETER_ENV, interpreter_on, triton_version
 
 # --- the limits ---------------------------------------------------------------------------------

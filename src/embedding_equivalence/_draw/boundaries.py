@@ -23,7 +23,7 @@ its seed. Every verifier therefore runs this fixed phase first, the same under e
   at ``-V - 1`` and ``V``;
 - **axes**, one at a time while the others stay small: the count of one repeated id, the
   width ``D``, the number of ids ``N`` and the vocabulary ``V`` at ``2**k - 1``, ``2**k`` and
-  ``2**k + 1`` up to [`LIMITS`][], ids ``0`` and ``V - 1`` included.
+  ``2**k + 1`` up to ``boundary_data.LIMITS``, ids ``0`` and ``V - 1`` included.
 
 The dtypes (and devices) requested take turns along each axis, so that the phase stays cheap
 and every dtype meets sizes past every power of two. The lists are data, here, read by every
@@ -49,30 +49,7 @@ import torch
 from ..forms.dtypes import dtype_name
 from ..forms.options import option_applies
 from ..forms.quantized import check_scheme
-from .boundary_data import (
-    _EDGES,
-    _GRAD_SEED,
-    _N_ROWS,
-    _NOT_AT_VALUES,
-    _NOT_IN_VALUE_BAGS,
-    _OTHER_NORMS,
-    _REPEATS,
-    _TABLE_SEED,
-    _VALUE_IDS,
-    LIMITS,
-    Boundary,
-    _bad_lookups,
-    _embedding,
-    _largest_set,
-    _lookup_kwargs,
-    _size_axis,
-    _table,
-    _Turns,
-    around_powers_of_two,
-    option_sets,
-    value_limits,
-    value_sets,
-)
+from . import boundary_data as bd
 from .cases import EmbeddingBagCase, EmbeddingCase
 from .recipes import Entries, IdsRecipe, IdsRun
 
@@ -92,8 +69,8 @@ def _past_renorm_copies(options: Sequence[str], rows: int) -> tuple[str, ...]:
 
 
 def _edges(
-    turns: _Turns, edges: Sequence[tuple[Any, ...]], make: Callable[..., Any]
-) -> Iterator[Boundary]:
+    turns: bd._Turns, edges: Sequence[tuple[Any, ...]], make: Callable[..., Any]
+) -> Iterator[bd.Boundary]:
     """Each edge ``(what, *parts)`` in every dtype: ``make(*parts, dtype, index, device)``.
 
     The index dtypes and devices take turns along the edges.
@@ -102,12 +79,12 @@ def _edges(
         for j, dtype in enumerate(turns.dtypes):
             _, index, device = turns.at(i + j)
             case = make(*parts, dtype, index, device)
-            yield Boundary("edge", None, f"{what} ({dtype_name(dtype)})", case)
+            yield bd.Boundary("edge", None, f"{what} ({dtype_name(dtype)})", case)
 
 
 def _value_boundaries(
-    turns: _Turns, sets: Callable[[torch.dtype], list[Any]], make: Callable[..., Any], label: str
-) -> Iterator[Boundary]:
+    turns: bd._Turns, sets: Callable[[torch.dtype], list[Any]], make: Callable[..., Any], label: str
+) -> Iterator[bd.Boundary]:
     """Each value example of each dtype: ``make(dtype, index, device, values=(table, gradient))``.
 
     The index dtypes and devices take turns along the examples; ``label`` follows ``what``.
@@ -117,30 +94,30 @@ def _value_boundaries(
         for what, table, grads in sets(dtype):
             _, index, device = turns.at(next(turn))
             case = make(dtype, index, device, values=(table, grads))
-            yield Boundary("value", None, f"{what} ({label}{dtype_name(dtype)})", case)
+            yield bd.Boundary("value", None, f"{what} ({label}{dtype_name(dtype)})", case)
 
 
 def embedding_value_boundaries(
-    turns: _Turns, options: Sequence[str], label: str = ""
-) -> Iterator[Boundary]:
+    turns: bd._Turns, options: Sequence[str], label: str = ""
+) -> Iterator[bd.Boundary]:
     """The value examples of a lookup: ``value_sets`` of each dtype on a ``(3, 2)`` table.
 
-    The options are on but those left out at the values (``_NOT_AT_VALUES``); padding row 0
-    is not looked up. ``label`` follows what each example is (a sharded phase names the
-    ranks there).
+    The options are on but those left out at the values (``_NOT_AT_VALUES``, both of
+    ``boundary_data``); padding row 0 is not looked up. ``label`` follows what each example is
+    (a sharded phase names the ranks there).
     """
-    at_values = [o for o in options if o not in _NOT_AT_VALUES]
+    at_values = [o for o in options if o not in bd._NOT_AT_VALUES]
     yield from _value_boundaries(
         turns,
-        lambda dt: value_sets(dt, "scale_grad_by_freq" in at_values),
-        partial(_embedding, _VALUE_IDS, 3, 2, _lookup_kwargs(at_values, 0)),
+        lambda dt: bd.value_sets(dt, "scale_grad_by_freq" in at_values),
+        partial(bd._embedding, bd._VALUE_IDS, 3, 2, bd._lookup_kwargs(at_values, 0)),
         label,
     )
 
 
 def embedding_boundaries(
     options: Sequence[str], dtypes: Sequence[torch.dtype], devices: Sequence[str]
-) -> Iterator[Boundary]:
+) -> Iterator[bd.Boundary]:
     """The boundary examples of ``F.embedding``, in the order they run.
 
     Args:
@@ -149,44 +126,44 @@ def embedding_boundaries(
         devices: the devices requested (bad input only on the CPU).
 
     Yields:
-        [`Boundary`][] examples: edges, options, values, bad input, then the size axes.
+        ``Boundary`` examples: edges, options, values, bad input, then the size axes.
     """
-    turns = _Turns(tuple(dtypes), tuple(devices))
-    all_options = _largest_set(options)
+    turns = bd._Turns(tuple(dtypes), tuple(devices))
+    all_options = bd._largest_set(options)
 
     def lookup(runs: Any, v: int, d: int, padding: int, *turn: Any, **kw: Any) -> EmbeddingCase:
         """A lookup with every requested option on (``padding``: the padding row)."""
-        kwargs = _lookup_kwargs(_past_renorm_copies(all_options, v), padding)
-        return _embedding(runs, v, d, kwargs, *turn, **kw)
+        kwargs = bd._lookup_kwargs(_past_renorm_copies(all_options, v), padding)
+        return bd._embedding(runs, v, d, kwargs, *turn, **kw)
 
     # Edges, in every dtype: shapes and layouts of the ids, layouts of the table.
     def edge(runs: Any, shape: Any, ids_layout: str, table_layout: str, *turn: Any) -> Any:
         return lookup(runs, 5, 3, 2, *turn, shape=shape, ids_layout=ids_layout,
                       table_layout=table_layout)  # fmt: skip
 
-    yield from _edges(turns, _EDGES, edge)
+    yield from _edges(turns, bd._EDGES, edge)
     # Each combination of the options, on a 0-d padding id and a short input with repeats.
-    for k, combo in enumerate(option_sets(options)):
+    for k, combo in enumerate(bd.option_sets(options)):
         for j, dtype in enumerate(turns.dtypes):
             _, index, device = turns.at(k + j)
-            for padding, runs, shape in ((1, (IdsRun(1, 1),), ()), (-1, _REPEATS, None)):
-                kwargs = _lookup_kwargs(combo, padding)
-                case = _embedding(runs, 3, 4, kwargs, dtype, index, device, shape=shape)
+            for padding, runs, shape in ((1, (IdsRun(1, 1),), ()), (-1, bd._REPEATS, None)):
+                kwargs = bd._lookup_kwargs(combo, padding)
+                case = bd._embedding(runs, 3, 4, kwargs, dtype, index, device, shape=shape)
                 ids = "0-d id" if shape == () else "ids [2, 0, 0, 1, 0]"
                 what = f"{', '.join(combo)} on {ids} ({dtype_name(dtype)})"
-                yield Boundary("options", None, what, case)
+                yield bd.Boundary("options", None, what, case)
     # max_norm in the other norms, every requested option on.
     if "max_norm" in options:
-        for k, norm in enumerate(_OTHER_NORMS):
+        for k, norm in enumerate(bd._OTHER_NORMS):
             dtype, index, device = turns.at(k)
-            kwargs = _lookup_kwargs(all_options, -1, norm)
-            case = _embedding(_REPEATS, 3, 4, kwargs, dtype, index, device)
+            kwargs = bd._lookup_kwargs(all_options, -1, norm)
+            case = bd._embedding(bd._REPEATS, 3, 4, kwargs, dtype, index, device)
             what = f"max_norm with norm_type={norm} on ids [2, 0, 0, 1, 0] ({dtype_name(dtype)})"
-            yield Boundary("options", None, what, case)
+            yield bd.Boundary("options", None, what, case)
     yield from embedding_value_boundaries(turns, all_options)
-    yield from _bad_lookups(
+    yield from bd._bad_lookups(
         options, turns,
-        lambda runs, v, kwargs, index, why: _embedding(
+        lambda runs, v, kwargs, index, why: bd._embedding(
             runs, v, 1, kwargs, torch.float32, index, "cpu", invalid=why
         ),
     )  # fmt: skip
@@ -194,13 +171,13 @@ def embedding_boundaries(
     # 252 times, so a failure there is not the repeats'), D on ids 0, 3, 1, 4 (the first and
     # the last row), row 1 k times then row 2 once, V past the renorm's rows without max_norm.
     axes: dict[str, Callable[..., EmbeddingCase]] = {
-        "N": lambda n, *turn: lookup((IdsRun(0, n, 1, _N_ROWS),), _N_ROWS, 3, 1, *turn),
+        "N": lambda n, *turn: lookup((IdsRun(0, n, 1, bd._N_ROWS),), bd._N_ROWS, 3, 1, *turn),
         "D": lambda d, *turn: lookup((IdsRun(0, 4, 3, 5),), 5, d, 3, *turn),
         "repeats": lambda k, *turn: lookup((IdsRun(1, k, 0), IdsRun(2, 1)), 3, 2, 2, *turn),
         "V": lambda v, *turn: lookup(_vocab_ids(v), v, 1, v // 2, *turn),
     }
     for axis, make in axes.items():
-        yield from _size_axis(axis, turns.at, make)
+        yield from bd._size_axis(axis, turns.at, make)
 
 
 def _vocab_ids(v: int) -> tuple[IdsRun, ...]:
@@ -214,7 +191,7 @@ def _vocab_ids(v: int) -> tuple[IdsRun, ...]:
 def _bag_kwargs(options: Sequence[str], mode: str, padding_row: int) -> tuple[dict[str, Any], bool]:
     """The keyword options of ``options`` that ``mode`` accepts, and whether to weight ids."""
     usable = [o for o in options if option_applies(o, mode)]
-    kwargs = _lookup_kwargs([o for o in usable if o != "per_sample_weights"], padding_row)
+    kwargs = bd._lookup_kwargs([o for o in usable if o != "per_sample_weights"], padding_row)
     if "include_last_offset" in usable:
         kwargs["include_last_offset"] = True
     return kwargs, "per_sample_weights" in usable
@@ -251,11 +228,11 @@ def _bag(
     offsets = starts
     if starts is not None and raw is None and kwargs.get("include_last_offset"):
         offsets = (*starts, len(ids.values))
-    psw = _GRAD_SEED + 1 if weighted else None
-    table = _table(v, d, dtype, device, at=values[0])
+    psw = bd._GRAD_SEED + 1 if weighted else None
+    table = bd._table(v, d, dtype, device, at=values[0])
     grads = tuple(e for e in values[1] if e[0] < len(starts or ()))
     return EmbeddingBagCase(
-        ids, table, offsets, index, mode, kwargs, psw, _GRAD_SEED, invalid, grads
+        ids, table, offsets, index, mode, kwargs, psw, bd._GRAD_SEED, invalid, grads
     )
 
 
@@ -264,7 +241,7 @@ def bag_boundaries(
     modes: Sequence[str],
     dtypes: Sequence[torch.dtype],
     devices: Sequence[str],
-) -> Iterator[Boundary]:
+) -> Iterator[bd.Boundary]:
     """The boundary examples of ``F.embedding_bag``, in the order they run.
 
     The modes take turns with the dtypes: every mode meets every axis past every power of
@@ -282,10 +259,10 @@ def bag_boundaries(
         devices: the devices requested (bad input only on the CPU).
 
     Yields:
-        [`Boundary`][] examples.
+        ``Boundary`` examples.
     """
-    turns = _Turns(tuple(dtypes), tuple(devices))
-    all_options = _largest_set(options)
+    turns = bd._Turns(tuple(dtypes), tuple(devices))
+    all_options = bd._largest_set(options)
 
     def at(i: int) -> tuple[str, torch.dtype, torch.dtype, str]:
         return (modes[i % len(modes)], *turns.at(i // len(modes)))
@@ -305,25 +282,25 @@ def bag_boundaries(
         for _ in modes:
             mode, dtype, index, device = at(next(turn))
             case = _bag(runs, starts, 3, 2, all_options, 2, mode, dtype, index, device, shape=shape)
-            yield Boundary("edge", None, f"{what} (mode={mode!r}, {dtype_name(dtype)})", case)
+            yield bd.Boundary("edge", None, f"{what} (mode={mode!r}, {dtype_name(dtype)})", case)
     if "include_last_offset" in options:
         for mode in modes:
             _, dtype, index, device = at(next(turn))
             raw = {"include_last_offset": True}
             case = _bag((IdsRun(0, 3),), (0, 1), 3, 2, (), 2, mode, dtype, index, device, raw=raw)
-            yield Boundary("edge", None, f"an id after the last offset (mode={mode!r})", case)
-    for combo in option_sets(options):
+            yield bd.Boundary("edge", None, f"an id after the last offset (mode={mode!r})", case)
+    for combo in bd.option_sets(options):
         for mode in [m for m in modes if all(option_applies(o, m) for o in combo)]:
             _, dtype, index, device = at(next(turn))
-            case = _bag(_REPEATS, (0, 2), 3, 4, combo, -1, mode, dtype, index, device)
+            case = _bag(bd._REPEATS, (0, 2), 3, 4, combo, -1, mode, dtype, index, device)
             what = f"{', '.join(combo)} on bags [2, 0], [0, 1, 0]"
-            yield Boundary("options", None, f"{what} (mode={mode!r}, {dtype_name(dtype)})", case)
-    at_values = [o for o in all_options if o not in _NOT_IN_VALUE_BAGS]
+            yield bd.Boundary("options", None, f"{what} (mode={mode!r}, {dtype_name(dtype)})", case)
+    at_values = [o for o in all_options if o not in bd._NOT_IN_VALUE_BAGS]
     for mode in modes:
-        make = partial(_bag, _VALUE_IDS, (0, 2), 3, 2, at_values, 0, mode)
-        yield from _value_boundaries(turns, value_sets, make, f"mode={mode!r}, ")
+        make = partial(_bag, bd._VALUE_IDS, (0, 2), 3, 2, at_values, 0, mode)
+        yield from _value_boundaries(turns, bd.value_sets, make, f"mode={mode!r}, ")
     if "cpu" in turns.devices:
-        yield from _bad_lookups(
+        yield from bd._bad_lookups(
             options, turns,
             lambda runs, v, kwargs, index, why: _bag(
                 runs, (0,), v, 1, (), 0, modes[0], torch.float32, index, "cpu", invalid=why,
@@ -340,7 +317,7 @@ def bag_boundaries(
                 why = f"{what} (offsets={list(starts)})"
                 case = _bag((IdsRun(0, 3),), starts, 3, 1, (), 0, mode, torch.float32,
                             torch.int64, "cpu", invalid=why)  # fmt: skip
-                yield Boundary("bad input", None, f"{what} (mode={mode!r})", case)
+                yield bd.Boundary("bad input", None, f"{what} (mode={mode!r})", case)
 
     def length(n: int, *turn: Any) -> EmbeddingBagCase:
         # One bag of n ids, first for even n and last for odd n, beside a bag of two.
@@ -349,8 +326,8 @@ def bag_boundaries(
         return _bag(runs, starts, 7, 2, all_options, 3, *turn)
 
     def count(b: int, *turn: Any) -> EmbeddingBagCase:
-        runs = (IdsRun(0, b, 1, _N_ROWS),)  # b bags of one id each
-        return _bag(runs, tuple(range(b)), _N_ROWS, 2, all_options, 1, *turn)
+        runs = (IdsRun(0, b, 1, bd._N_ROWS),)  # b bags of one id each
+        return _bag(runs, tuple(range(b)), bd._N_ROWS, 2, all_options, 1, *turn)
 
     def empty(e: int, *turn: Any) -> EmbeddingBagCase:
         # e empty bags, bags [0, 1, 2] and [5, 6] (2 the padding row), e empty bags.
@@ -365,7 +342,7 @@ def bag_boundaries(
 
     axes = {"bag length": length, "bags": count, "empty bags": empty, "D": width, "V": vocab}
     for axis, make in axes.items():
-        yield from _size_axis(axis, at, make)
+        yield from bd._size_axis(axis, at, make)
 
 
 # --- quantized tables ---------------------------------------------------------------------------
@@ -390,7 +367,7 @@ def _stored_limits(scheme: str, symmetric: bool) -> tuple[tuple[int, int], ...]:
 
 def quantized_boundaries(
     scheme: str, symmetric: bool, dtypes: Sequence[torch.dtype], devices: Sequence[str]
-) -> Iterator[Boundary]:
+) -> Iterator[bd.Boundary]:
     """The boundary examples of a quantized lookup, in the order they run.
 
     Edges of the ids (0-d, empty, 2-D, non-contiguous), scales, stored values and zero points
@@ -404,11 +381,11 @@ def quantized_boundaries(
         devices: the devices requested (bad input only on the CPU).
 
     Yields:
-        [`Boundary`][] examples.
+        ``Boundary`` examples.
     """
     from .quantized import QuantizedEmbeddingCase, QuantizedTableRecipe
 
-    turns = _Turns(tuple(dtypes), tuple(devices))
+    turns = bd._Turns(tuple(dtypes), tuple(devices))
     packed = scheme == "uint4"
 
     def case(
@@ -425,12 +402,12 @@ def quantized_boundaries(
     ) -> QuantizedEmbeddingCase:
         ids = IdsRecipe.from_runs(runs, shape, index, device, layout)
         table = QuantizedTableRecipe(scheme, v, d + d % 2 if packed else d, dtype, device,
-                                     _TABLE_SEED + v + d, (-2, 2), symmetric,
+                                     bd._TABLE_SEED + v + d, (-2, 2), symmetric,
                                      **values)  # fmt: skip
         return QuantizedEmbeddingCase(ids, table, invalid)
 
     # The edges of the ids (the table is stored contiguous).
-    edges = [e for e in _EDGES if e[0] in _QUANTIZED_EDGES]
+    edges = [e for e in bd._EDGES if e[0] in _QUANTIZED_EDGES]
     yield from _edges(
         turns, edges,
         lambda runs, shape, layout, _, dt, ix, dev: case(runs, 5, 4, dt, ix, dev, shape, layout),
@@ -443,7 +420,7 @@ def quantized_boundaries(
     unit, top, bottom = _stored_limits(scheme, symmetric)
 
     def limits_of(dtype: torch.dtype) -> list[tuple[str, dict[str, Any], Entries]]:
-        big, tiny, sub = value_limits(dtype if dtype.itemsize <= 4 else torch.float32)
+        big, tiny, sub = bd.value_limits(dtype if dtype.itemsize <= 4 else torch.float32)
         zero = (None, bottom[1])  # a row of zero points: zeros
         sets = (("the largest finite scale", ((big, unit), (big, top), (big, zero))),
                 ("the smallest subnormal and normal scales", ((sub, top), (sub, bottom),
@@ -459,19 +436,21 @@ def quantized_boundaries(
     )
 
     # Bad ids on the CPU (no options: a quantized lookup has no padding_idx).
-    yield from _bad_lookups(
+    yield from bd._bad_lookups(
         (),
         turns,
         lambda runs, v, _, index, why: case(runs, v, 2, turns.dtypes[0], index, "cpu", invalid=why),
     )
     axes: dict[str, Callable[..., QuantizedEmbeddingCase]] = {
         "D": lambda d, dt, ix, dev: case((IdsRun(0, 4, 3, 5),), 5, d, dt, ix, dev),
-        "N": lambda n, dt, ix, dev: case((IdsRun(0, n, 1, _N_ROWS),), _N_ROWS, 2, dt, ix, dev),
+        "N": lambda n, dt, ix, dev: case(
+            (IdsRun(0, n, 1, bd._N_ROWS),), bd._N_ROWS, 2, dt, ix, dev
+        ),
         # The ids of the other V axes, but the last row once.
         "V": lambda v, dt, ix, dev: case(_vocab_ids(v)[:3], v, 2, dt, ix, dev),
     }
     for name, make in axes.items():
-        values = around_powers_of_two(LIMITS["quantized V" if name == "V" else name])
+        values = bd.around_powers_of_two(bd.LIMITS["quantized V" if name == "V" else name])
         if packed and name == "D":
             values = tuple(sorted({x + x % 2 for x in values}))
-        yield from _size_axis(name, turns.at, make, values)
+        yield from bd._size_axis(name, turns.at, make, values)

@@ -206,6 +206,8 @@ def test_a_record_from_other_versions_or_another_machine_is_marked(
 ) -> None:
     versions = {"torch": "2.13.0+cpu", "triton": "3.9.0"}
     assert recorded_elsewhere(versions, SAME["machine"], SAME) is None
+    one_thread = {**SAME, "machine": "x86_64, 2 CPUs, 1 torch thread"}  # CI's site build
+    assert recorded_elsewhere(versions, SAME["machine"], one_thread) is None
     other = {**SAME, "torch": "2.14.0+cu130"}
     assert recorded_elsewhere(versions, SAME["machine"], other) == (
         "recorded on x86_64, 2 CPUs, 2 torch threads with torch 2.13.0+cpu, Triton 3.9.0; "

@@ -281,16 +281,23 @@ def site_build() -> dict[str, str]:
 _NAMES = {"torch": "torch", "triton": "Triton"}
 
 
+def _hardware(machine: str) -> str:
+    """``machine`` without its count of torch threads: ``"x86_64, 2 CPUs"``."""
+    return re.sub(r", \d+ torch threads?$", "", machine)
+
+
 def recorded_elsewhere(versions: dict[str, str], machine: str, built: dict[str, str]) -> str | None:
     """``"recorded on M with torch X, Triton Y; this site was built with torch Z ..."`` where
     the record's torch or Triton version or its machine is not the build's, else ``None``."""
     names = [n for n in _NAMES if n in versions]
     other = [n for n in names if versions[n] != built.get(n)]
-    if not other and machine == built.get("machine"):
+    # The machine, not its setting of torch's threads (CI builds the site with one thread).
+    same_machine = _hardware(machine) == _hardware(built.get("machine", ""))
+    if not other and same_machine:
         return None
     with_ = ", ".join(f"{_NAMES[n]} {versions[n]}" for n in names)
     site = ", ".join(f"{_NAMES[n]} {built.get(n, 'not installed')}" for n in names)
-    where = "" if machine == built.get("machine") else f" on {built.get('machine', '?')}"
+    where = "" if same_machine else f" on {built.get('machine', '?')}"
     return f"recorded on {machine} with {with_}; this site was built with {site}{where}"
 
 

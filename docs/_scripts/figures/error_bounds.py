@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 
 __all__ = ["error_bound_figure"]
 
+#: gamma_k as a reader sees it: the k written as a subscript (a glyph every font here has).
+GAMMA_K = "\N{GREEK SMALL LETTER GAMMA}\N{LATIN SUBSCRIPT SMALL LETTER K}"
+
 
 def _grad_errors(
     form: Callable[..., torch.Tensor],
@@ -110,7 +113,7 @@ def _draw_errors(
                 [gamma(k, u) for k in counts],
                 color=BOUND,
                 linestyle="--",
-                label="\N{GREEK SMALL LETTER GAMMA}_k(u), the bound",
+                label=f"{GAMMA_K}(u), the bound",
             )
             ax.axhline(u, color=FAINT_TEXT, linewidth=0.8, linestyle=":", label="u")
             for form, errs in errors.items():

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = ["error_bound_figure"]
 
-#: gamma_k as a reader sees it: the k written as a subscript (a glyph every font here has).
+#: gamma_k as a reader sees it, the k a subscript (DejaVu Sans, matplotlib's font, has the glyph).
 GAMMA_K = "\N{GREEK SMALL LETTER GAMMA}\N{LATIN SUBSCRIPT SMALL LETTER K}"
 
 

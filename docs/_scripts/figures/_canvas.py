@@ -213,6 +213,18 @@ class Canvas:
         self.ax.set_ylim(height, 0)
         self.ax.set_axis_off()
 
+    def title_below(
+        self,
+        x: float,
+        width: float,
+        bottom: float,
+        s: str,
+        gap: float = 0.1,
+        fontsize: float = TITLE,
+    ) -> None:
+        """Write ``s`` under a matrix that starts at ``x``, ``width`` wide, ending at ``bottom``."""
+        self.text(x + width / 2, bottom + gap, s, va="top", fontsize=fontsize)
+
     def text(self, x: float, y: float, s: str, **kwargs: Any) -> None:
         """Write ``s`` centred on ``(x, y)``; keyword arguments as for ``Axes.text``.
 

@@ -19,7 +19,7 @@ from ._canvas import (
     product_layout,
     values,
 )
-from ._style import FAINT_TEXT, TITLE, fmt_short, id_colour, screens_of, tint
+from ._style import FAINT_TEXT, fmt_short, id_colour, screens_of, tint
 
 __all__ = ["bag_figure"]
 
@@ -106,13 +106,7 @@ def _draw_bags(
         title=f"bag counts M  ({b}, {v})" if phone else None,
     )
     if not phone:
-        c.text(
-            x_m + v * SQUARE / 2,
-            place.bottom + 0.1,
-            f"bag counts M  ({b}, {v})",
-            va="top",
-            fontsize=TITLE,
-        )
+        c.title_below(x_m, v * SQUARE, place.bottom, f"bag counts M  ({b}, {v})")
     title = f"M @ weight = bag sums  ({b}, {d})"
     c.times_weight(
         place,

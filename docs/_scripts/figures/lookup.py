@@ -23,7 +23,7 @@ from ._canvas import (
     product_layout,
     values,
 )
-from ._style import BODY, FAINT_TEXT, TEXT, TITLE, id_colour, screens_of, tint
+from ._style import BODY, FAINT_TEXT, TEXT, id_colour, screens_of, tint
 
 __all__ = ["lookup_figure", "matmul_figure", "one_hot_figure"]
 
@@ -224,13 +224,7 @@ def _draw_matmul(
         title=f"one_hot  ({n}, {v})" if phone else None,
     )
     if not phone:  # the title goes below: above the one-hot runs the arrow from its column
-        c.text(
-            x_oh + v * SQUARE / 2,
-            place.bottom + 0.1,
-            f"one_hot  ({n}, {v})",
-            va="top",
-            fontsize=TITLE,
-        )
+        c.title_below(x_oh, v * SQUARE, place.bottom, f"one_hot  ({n}, {v})")
     out_title = f"one_hot @ weight  ({n}, {d})"
     c.times_weight(
         place,

@@ -193,13 +193,7 @@ def _draw_vocab_parallel(
                     row_labels=id_labels,
                     col_labels=[str(j) for j in range(start, stop)],
                 )
-                c.text(
-                    x_oh + rows * SQUARE / 2,
-                    place.bottom + 0.08,
-                    f"one_hot_{r}",
-                    va="top",
-                    fontsize=SMALL,
-                )
+                c.title_below(x_oh, rows * SQUARE, place.bottom, f"one_hot_{r}", 0.08, SMALL)
             used = {t - start for t in ids if start <= t < stop}
             c.matrix(
                 x_w,

@@ -42,9 +42,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     # The Quickstart, CI's own first step (and its second, the fast tier).
     "python3 -m venv .venv": ("ci", "python3 -m venv --clear .venv"),
     ".venv/bin/pip install torch==2.13.0": ("ci", ".venv/bin/pip install --quiet torch==2.13.0"),
+    # CI installs the environment it tests with uv, and resolves this command with pip.
     '.venv/bin/pip install -e ".[dev]"': (
         "ci",
-        '.venv/bin/pip install --quiet --no-compile -e ".[dev]"',
+        '"$fresh/bin/pip" install --quiet --dry-run -e ".[dev]"',
     ),
     # At a small budget: the default one takes minutes.
     ".venv/bin/embedding-equivalence verify": (
@@ -59,11 +60,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "pip install .": ("ci", '"$fresh/bin/pip" install --quiet --no-compile --force-reinstall'),
     # build comes with the dev extra there.
-    "pip install build": ("ci", '.venv/bin/pip install --quiet --no-compile -e ".[dev]"'),
+    "pip install build": ("ci", ".venv/bin/uv pip install --quiet --python .venv/bin/python"),
     "python -m build": ("ci", ".venv/bin/python -m build"),
     f"pip install dist/{WHEEL}": ("ci", '"$fresh/bin/pip" install --quiet --no-compile "${wheel'),
     # The dev extra holds cli: the syntax of an extra, installed.
-    'pip install ".[cli]"': ("ci", '.venv/bin/pip install --quiet --no-compile -e ".[dev]"'),
+    'pip install ".[cli]"': ("ci", ".venv/bin/uv pip install --quiet --python .venv/bin/python"),
     "pip install embedding-equivalence": ("release", "on PyPI after the first release"),
     "pip install torch": ("not run", "named as what not to do: it brings the CUDA build"),
     # The console script and the plugin.

@@ -4,8 +4,9 @@ legends true to what they label.
 The text check reads each figure's SVG as the page will show it: at its natural size (a point
 is 4/3 CSS pixel) or scaled down to the text column when wider (``max-width: 100%``), on each
 screen the layout is read on: a figure of one layout on a desktop (11 px in a 686 px column)
-and on a phone (10 px in a 358 px column); a figure of two layouts, its desktop layout on a
-desktop and down to the column where the stylesheet switches, its phone layout on a phone.
+and on the narrowest phone (10 px in a 343 px column, a 375 px phone's); a figure of two
+layouts, its desktop layout on a desktop and down to the column where the stylesheet
+switches, its phone layout on a phone.
 The browser test (``tests/test_browser.py``) measures the same on the built site. The colour
 check reads every colour a figure draws with and finds its one meaning in the style's
 registry. The legend check catches the matplotlib figures as they are saved and compares each
@@ -205,7 +206,7 @@ def test_the_text_check_reads_the_phone_layout() -> None:
     desktop, _ = new_figure(4.0, 2.0, screens=(DESKTOP,))
     desktop.text(0.5, 0.5, "wide enough", fontsize=9)
     phone, _ = new_figure(6.0, 2.0, screens=(PHONE,))
-    phone.text(0.5, 0.5, "tiny", fontsize=7.5)  # 10 px at 6 inches, but shown in 358 px
+    phone.text(0.5, 0.5, "tiny", fontsize=7.5)  # 10 px at 6 inches, but shown in 343 px
     svg = render_svg(desktop, "pair", "a pair", phone=phone)
     with pytest.raises(AssertionError, match=r"the phone layout render below 10.0 px on a phone"):
         _assert_legible(svg, "pair")

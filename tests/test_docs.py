@@ -573,9 +573,7 @@ def test_shown_code_holds_no_build_machinery(page: str) -> None:
 
 #: Shown code that still names a private module, with the reason: its source is a file that
 #: these pages include as it is.
-_PRIVATE_NAMES_ELSEWHERE = {
-    "triton": "triton_steps/cost.py reads the boundary list from embedding_equivalence._draw",
-}
+_PRIVATE_NAMES_ELSEWHERE: dict[str, str] = {}
 
 
 @pytest.mark.slow

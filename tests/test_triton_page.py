@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -80,6 +81,9 @@ def test_the_built_page_holds_the_results(tmp_path_factory: pytest.TempPathFacto
     assert "0 active drivers" in page  # the command line without --triton-interpret:
     assert "on the command line: --triton-interpret" in page  # refused, with how to run it
     assert "triton_kernels.racy_embedding: PASSED" in page
+    # The cost step counted the calls a verification makes, with the second call of each.
+    assert "each valid example twice: the second call checks" in page
+    assert re.search(r"\d+ forward calls [^<]*? and\s+\d+ backward passes", page)
 
 
 def test_the_gpu_run_is_rendered_readably_from_its_json_and_marked() -> None:

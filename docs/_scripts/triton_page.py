@@ -19,6 +19,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import types
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -78,8 +79,16 @@ def step(name: str) -> str:
 
     def run() -> str:
         out = io.StringIO()
-        with interpreter(), contextlib.redirect_stdout(out):
-            exec(compile(source, f"{name}.py", "exec"), {"__name__": f"triton_steps.{name}"})
+        # The step runs as the module triton_steps.<name>, found by that name while it runs:
+        # the verifier imports a candidate's module to tell a script's function from one
+        # importable by name, and importing the file again would run the whole step twice.
+        module = types.ModuleType(f"triton_steps.{name}")
+        sys.modules[module.__name__] = module
+        try:
+            with interpreter(), contextlib.redirect_stdout(out):
+                exec(compile(source, f"{name}.py", "exec"), vars(module))
+        finally:
+            del sys.modules[module.__name__]
         return out.getvalue()
 
     printed = shared("triton-step", run, name)

@@ -138,8 +138,11 @@ class Screen:
 #: A desktop: the narrowest column Material gets in a window 960 px wide or more (686 px at
 #: 960; 688 px from 1220 to 1600, its grid less both sidebars; wider elsewhere).
 DESKTOP = Screen("desktop", 686.0, 11.0)
-#: A phone 390 px wide: below 960 px Material's column is the window less 16 px each side.
-PHONE = Screen("phone", 358.0, 10.0)
+#: The narrowest phone the site supports, 375 px wide (iPhone SE and mini): below 960 px
+#: Material's column is the window less 16 px each side. A phone layout wider than that column
+#: is scaled down to it, so on a wider phone its text only grows (10 px here is 10.4 px at
+#: 390 px).
+PHONE = Screen("phone", 343.0, 10.0)
 #: A figure with one layout is read on both.
 EVERY_SCREEN = (DESKTOP, PHONE)
 #: The smallest text of a figure, in CSS pixels, as a reader sees it on a desktop screen.

@@ -343,7 +343,8 @@ _MODE_MARKERS = {"fwd": "o", "fwd+bwd": "s"}
 #: The width of the sweep's figures in inches: the page's text column, so that they are shown
 #: at their natural size and their text at the shared style's sizes.
 _FIGURE_WIDTH = COLUMN_PX / 96
-#: The width of a figure's phone layout, in inches: about a phone's text column (358 px).
+#: The width of a figure's phone layout, in inches: about a 390 px phone's text column
+#: (358 px; 343 px on the narrowest phone, which scales it down).
 _PHONE_WIDTH = 3.7
 
 

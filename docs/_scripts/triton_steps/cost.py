@@ -2,9 +2,10 @@ import math
 import time
 
 import torch
+import torch.nn.functional as F
 from triton_kernels import blocks, gather_rows, one_id_per_program
 
-from embedding_equivalence._draw.boundaries import embedding_boundaries
+import embedding_equivalence as ee
 
 # What one program costs here: the gather of 64 blocks of 4,096 elements, timed.
 n, dim = 64 * 1024, 4
@@ -16,17 +17,43 @@ gather_rows[grid](ids, weight, out, n, dim, dim, 1, BLOCK_N=block_n, BLOCK_D=blo
 per_program = (time.perf_counter() - start) / math.prod(grid)
 assert torch.equal(out, weight[ids])
 
-# The programs of the boundary phase above: a forward and a backward launch per valid call.
+# The calls of the verification above (with one random example instead of 100), recorded
+# around F.embedding: the size (ids, columns) of each forward call that returns, and of each
+# backward pass through its output.
+forward, backward = [], []
+
+
+def recorder(input, weight, padding_idx=None):
+    out = F.embedding(input, weight, padding_idx)  # a bad call raises here: nothing launched
+    size = (input.numel(), weight.shape[1])
+    forward.append(size)
+    if out.requires_grad:
+        out.register_hook(lambda grad: backward.append(size))
+    return out
+
+
 dtypes = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
-calls = [b.case for b in embedding_boundaries(("padding_idx",), dtypes, ["cpu"])]
-sizes = [(math.prod(c.ids.shape), c.embedding_dim) for c in calls if c.invalid is None]
-blocked = sum(2 * math.prod(blocks(n, d)[0]) for n, d in sizes if n)
-one_per_id = sum(2 * math.prod(one_id_per_program(n, d)[0]) for n, d in sizes)
+report = ee.verify_embedding(
+    recorder, options=("padding_idx",), dtypes=dtypes, max_examples=1, seed=0
+)
+report.raise_for_failure()  # every call made: a failure would end the run early
+
+
+def programs(launch, calls):
+    """The programs of a launch per call; a call with no ids (or no columns) launches none."""
+    return sum(math.prod(launch(n, d)[0]) for n, d in calls if n and d)
+
+
+blocked = programs(blocks, forward) + programs(blocks, backward)
+one_per_id = programs(one_id_per_program, forward) + programs(one_id_per_program, backward)
+total_ids = sum(n for n, _ in forward + backward)
 print(
     f"one program: {per_program * 1e3:.2f} ms ({math.prod(grid)} programs of "
     f"{block_n} ids x {block_d} columns)"
 )
-print(f"boundary phase, {len(sizes)} valid calls, {sum(n for n, _ in sizes):,} ids in all:")
+print(f"the boundary phase and one random example: {len(forward)} forward calls (a probe, then")
+print("each valid example twice: the second call checks what a kernel must not do) and")
+print(f"{len(backward)} backward passes, {total_ids:,} ids in all:")
 print(
     f"  blocks of {block_n * block_d:,} elements: {blocked:,} programs, "
     f"about {blocked * per_program:.0f} s"

@@ -191,7 +191,14 @@ ROWS_TEST = """
         assert report.passed
 
     def test_owned_arguments_are_refused(embedding_verify):
-        embedding_verify(ee.lookup_embedding, dtypes=[torch.float32])
+        embedding_verify(ee.lookup_embedding, max_examples=3)
+
+    def test_narrowed(embedding_verify):
+        dtypes = [torch.float16, torch.float32]
+        assert embedding_verify(ee.lookup_embedding, verifier=recording, dtypes=dtypes, seed=0)
+
+    def test_dtypes_named_as_strings(embedding_verify):
+        embedding_verify(ee.lookup_embedding, dtypes=["float32"])
     """
 
 
@@ -229,7 +236,45 @@ def test_embedding_verify_refuses_what_the_row_sets(
     result = _run(pytester, "-k", "test_owned_arguments_are_refused and float32")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
-        ["*InvalidArgument: embedding_verify sets dtypes for its row; call verify_embedding(...)*"]
+        [
+            "*InvalidArgument: embedding_verify sets max_examples for its row; call "
+            "verify_embedding(...) directly to choose them*"
+        ]
+    )
+
+
+@pytest.mark.usefixtures("_verification_imported")
+def test_embedding_verify_narrows_the_rows_to_the_dtypes_named(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    monkeypatch.setenv(DEVICES_ENV, "cpu")
+    pytester.makepyfile(ROWS_TEST)
+    result = _run(pytester, "--embedding-max-examples", "7", "-k", "test_narrowed")
+    named = (torch.float32, torch.float16)
+    rows = supported_float_dtypes("cpu")
+    outside = [str(dt).removeprefix("torch.") for dt in rows if dt not in named]
+    assert outside, "the CPU has dtypes beyond the two named"
+    result.stdout.fnmatch_lines(
+        [f"*{name} is not among the dtypes this test names (float16, float32)*" for name in outside]
+    )
+    result.assert_outcomes(passed=1 + len(named), skipped=len(outside))
+    calls = [json.loads(line) for line in (pytester.path / "calls.jsonl").read_text().splitlines()]
+    # The boundary row: the named dtypes in the device's order; then one row per named dtype.
+    assert calls[0]["dtypes"] == str(tuple(dt for dt in rows if dt in named))
+    assert [c["dtypes"] for c in calls[1:]] == [f"({dt},)" for dt in rows if dt in named]
+
+
+def test_embedding_verify_refuses_dtypes_that_are_not_torch_dtypes(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(DEVICES_ENV, "cpu")
+    pytester.makepyfile(ROWS_TEST)
+    result = _run(pytester, "-k", "test_dtypes_named_as_strings and float32")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*InvalidArgument: embedding_verify(dtypes=?'float32'?): 'float32' is not a torch.dtype*"]
     )
 
 

@@ -1,21 +1,15 @@
 """A user's test file for a Triton kernel; the fixtures come from embedding-equivalence's plugin."""
 
-import pytest
+import os
+
+import torch
 from triton_kernels import triton_embedding
 
-import embedding_equivalence as ee
+# Under Triton's interpreter (conftest.py) bfloat16 is left to a GPU job: the interpreter
+# casts its subnormals wrong, a limit the verifier names. On a GPU, every dtype.
+INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
+DTYPES = [torch.float32, torch.float64, torch.float16] if INTERPRETED else None
 
 
-def test_triton_embedding(embedding_device_dtype, embedding_max_examples):
-    device, dtype = embedding_device_dtype
-    report = ee.verify_embedding(
-        triton_embedding,
-        options=("padding_idx",),
-        dtypes=[dtype],
-        devices=[device],
-        max_examples=embedding_max_examples,
-        seed=0,
-    )
-    if report.interpreter_limit:  # Triton's interpreter cannot run it here: not a pass
-        pytest.skip(f"Triton's interpreter cannot run this call ({report.interpreter_limit})")
-    report.raise_for_failure()
+def test_triton_embedding(embedding_verify):
+    embedding_verify(triton_embedding, options=("padding_idx",), dtypes=DTYPES, seed=0)

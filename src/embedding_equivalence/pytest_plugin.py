@@ -11,7 +11,8 @@ It gives your own test suite, with no configuration:
 - ``embedding_verify``: the recommended pattern, a verifier for each row of a test: a
   ``cpu-boundaries`` row per device runs the boundary phase once for every dtype of the device
   (the dtypes take turns along its axes), and a ``cpu-float32`` row per device and dtype runs
-  that dtype's random examples without repeating the phase. The boundary phase costs as much
+  that dtype's random examples without repeating the phase; ``dtypes=`` narrows both to the
+  dtypes a kernel supports. The boundary phase costs as much
   as the random examples of all dtypes together, so the same rows built with
   ``embedding_device_dtype`` and ``verify_embedding(..., dtypes=[dtype])`` pay for it once per
   dtype (``benchmarks/plugin_cost.py`` prints both).
@@ -22,9 +23,11 @@ gets CPU rows only, never rows skipped for an absent GPU. The environment variab
 ``EMBEDDING_TEST_DEVICES`` (comma-separated device kinds, e.g. ``cpu,cuda``) overrides the
 detection: the listed devices are exactly the rows generated, and a listed device that is not
 present (or a name that is not a device kind) fails the session with a usage error that names
-it, so a GPU run can demand its GPU instead of passing on the CPU alone::
+it, so a GPU run can demand its GPU instead of passing on the CPU alone:
 
-    EMBEDDING_TEST_DEVICES=cpu,cuda python -m pytest
+```
+EMBEDDING_TEST_DEVICES=cpu,cuda python -m pytest
+```
 
 Examples:
     ```python
@@ -49,7 +52,7 @@ Examples:
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -192,32 +195,52 @@ def embedding_max_examples(request: pytest.FixtureRequest) -> int:
 def embedding_verify(request: pytest.FixtureRequest) -> Callable[..., VerificationReport]:
     """A verifier for this row; it raises ``EquivalenceError`` on a failure.
 
-    Call it as ``embedding_verify(candidate, verifier=ee.verify_embedding, **kwargs)``:
-    ``verifier`` is [`verify_embedding`][embedding_equivalence.verify_embedding] (the
-    default), [`verify_embedding_bag`][embedding_equivalence.verify_embedding_bag] or
+    Call it as ``embedding_verify(candidate, verifier=ee.verify_embedding, dtypes=None,
+    **kwargs)``: ``verifier`` is [`verify_embedding`][embedding_equivalence.verify_embedding]
+    (the default), [`verify_embedding_bag`][embedding_equivalence.verify_embedding_bag] or
     [`verify_quantized_embedding`][embedding_equivalence.verify_quantized_embedding], and
-    ``kwargs`` go to it (``options``, ``seed``, the sizes, ...); the row sets ``dtypes``,
-    ``devices``, ``boundaries`` and ``max_examples`` (``--embedding-max-examples`` for a
-    dtype's row, one random example for the boundary row). Returns the passing report.
+    ``kwargs`` go to it (``options``, ``seed``, the sizes, ...). ``dtypes`` names the dtypes
+    your kernel supports (default: every dtype of the device): the boundary row runs those of
+    them that the device has, and a dtype's row outside them is skipped, with that reason. The
+    row sets ``devices``, ``boundaries`` and ``max_examples`` (``--embedding-max-examples`` for
+    a dtype's row, one random example for the boundary row). Returns the passing report.
     """
+    import torch
     from hypothesis.errors import InvalidArgument
 
     from ._engine.verify import verify_embedding  # here: a session without the fixture is light
 
-    device, dtypes, boundaries, max_examples = request.param
+    device, row_dtypes, boundaries, max_examples = request.param
 
     def verify(
         candidate: Callable[..., Any],
         verifier: Callable[..., VerificationReport] = verify_embedding,
+        *,
+        dtypes: Sequence[torch.dtype] | None = None,
         **kwargs: Any,
     ) -> VerificationReport:
-        if owned := sorted(set(kwargs) & {"dtypes", "devices", "boundaries", "max_examples"}):
+        __tracebackhide__ = True  # a skip or a failure is reported at the test's own line
+        name = getattr(verifier, "__name__", "the verifier")
+        if owned := sorted(set(kwargs) & {"devices", "boundaries", "max_examples"}):
             raise InvalidArgument(
-                f"embedding_verify sets {', '.join(owned)} for its row; call "
-                f"{getattr(verifier, '__name__', 'the verifier')}(...) directly to choose them"
+                f"embedding_verify sets {', '.join(owned)} for its row; call {name}(...) "
+                f"directly to choose them"
             )
+        chosen = row_dtypes
+        if dtypes is not None:
+            if bad := [d for d in dtypes if not isinstance(d, torch.dtype)]:
+                raise InvalidArgument(
+                    f"embedding_verify(dtypes={list(dtypes)!r}): {bad[0]!r} is not a "
+                    f"torch.dtype; name them as torch.float32, torch.float16, ..."
+                )
+            chosen = tuple(d for d in row_dtypes if d in dtypes)
+            if not chosen:
+                pytest.skip(
+                    f"{dtype_name(row_dtypes[0])} is not among the dtypes this test names "
+                    f"({', '.join(map(dtype_name, dtypes))})"
+                )
         report = verifier(
-            candidate, dtypes=dtypes, devices=[device], boundaries=boundaries,
+            candidate, dtypes=chosen, devices=[device], boundaries=boundaries,
             max_examples=max_examples, **kwargs,
         )  # fmt: skip
         report.raise_for_failure()

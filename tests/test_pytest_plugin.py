@@ -194,30 +194,41 @@ ROWS_TEST = """
         embedding_verify(ee.lookup_embedding, max_examples=3)
 
     def test_narrowed(embedding_verify):
-        dtypes = [torch.float16, torch.float32]
+        dtypes = ["float16", torch.float32]  # a dtype or its name, as the verifiers take them
         assert embedding_verify(ee.lookup_embedding, verifier=recording, dtypes=dtypes, seed=0)
 
-    def test_dtypes_named_as_strings(embedding_verify):
-        embedding_verify(ee.lookup_embedding, dtypes=["float32"])
+    def test_integer_dtypes(embedding_verify):
+        embedding_verify(ee.lookup_embedding, dtypes=[torch.int64])
     """
+
+
+def _run_rows(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *args: str
+) -> tuple[pytest.RunResult, list[dict[str, str]]]:
+    """``ROWS_TEST`` on the CPU's rows; the result and what each row asked ``recording`` for."""
+    import json
+
+    monkeypatch.setenv(DEVICES_ENV, "cpu")
+    pytester.makepyfile(ROWS_TEST)
+    result = _run(pytester, *args)
+    calls = pytester.path / "calls.jsonl"
+    lines = calls.read_text().splitlines() if calls.exists() else []
+    return result, [json.loads(line) for line in lines]
 
 
 @pytest.mark.usefixtures("_verification_imported")
 def test_embedding_verify_runs_the_boundary_phase_once_per_device(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import json
-
-    monkeypatch.setenv(DEVICES_ENV, "cpu")
-    pytester.makepyfile(ROWS_TEST)
-    result = _run(pytester, "--embedding-max-examples", "7", "-k", "test_kernel")
+    result, calls = _run_rows(
+        pytester, monkeypatch, "--embedding-max-examples", "7", "-k", "test_kernel"
+    )
     names = [
         "boundaries",
         *(str(dt).removeprefix("torch.") for dt in supported_float_dtypes("cpu")),
     ]
     result.stdout.fnmatch_lines([f"*test_kernel?cpu-{name}? PASSED*" for name in names])
     result.assert_outcomes(passed=len(names))
-    calls = [json.loads(line) for line in (pytester.path / "calls.jsonl").read_text().splitlines()]
     dtypes = [str(dt) for dt in supported_float_dtypes("cpu")]
     assert calls[0] == {
         "dtypes": str(tuple(supported_float_dtypes("cpu"))), "devices": "['cpu']",
@@ -228,30 +239,13 @@ def test_embedding_verify_runs_the_boundary_phase_once_per_device(
     ]
 
 
-def test_embedding_verify_refuses_what_the_row_sets(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv(DEVICES_ENV, "cpu")
-    pytester.makepyfile(ROWS_TEST)
-    result = _run(pytester, "-k", "test_owned_arguments_are_refused and float32")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(
-        [
-            "*InvalidArgument: embedding_verify sets max_examples for its row; call "
-            "verify_embedding(...) directly to choose them*"
-        ]
-    )
-
-
 @pytest.mark.usefixtures("_verification_imported")
 def test_embedding_verify_narrows_the_rows_to_the_dtypes_named(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import json
-
-    monkeypatch.setenv(DEVICES_ENV, "cpu")
-    pytester.makepyfile(ROWS_TEST)
-    result = _run(pytester, "--embedding-max-examples", "7", "-k", "test_narrowed")
+    result, calls = _run_rows(
+        pytester, monkeypatch, "--embedding-max-examples", "7", "-k", "test_narrowed"
+    )
     named = (torch.float32, torch.float16)
     rows = supported_float_dtypes("cpu")
     outside = [str(dt).removeprefix("torch.") for dt in rows if dt not in named]
@@ -260,22 +254,33 @@ def test_embedding_verify_narrows_the_rows_to_the_dtypes_named(
         [f"*{name} is not among the dtypes this test names (float16, float32)*" for name in outside]
     )
     result.assert_outcomes(passed=1 + len(named), skipped=len(outside))
-    calls = [json.loads(line) for line in (pytester.path / "calls.jsonl").read_text().splitlines()]
     # The boundary row: the named dtypes in the device's order; then one row per named dtype.
     assert calls[0]["dtypes"] == str(tuple(dt for dt in rows if dt in named))
     assert [c["dtypes"] for c in calls[1:]] == [f"({dt},)" for dt in rows if dt in named]
 
 
-def test_embedding_verify_refuses_dtypes_that_are_not_torch_dtypes(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("test", "refusal"),
+    [
+        pytest.param(
+            "test_owned_arguments_are_refused",
+            "embedding_verify sets max_examples for its row; call verify_embedding(...) "
+            "directly to choose them",
+            id="what-the-row-sets",
+        ),
+        pytest.param(
+            "test_integer_dtypes",
+            "dtypes contains torch.int64, which is not a floating dtype",
+            id="dtypes-the-verifiers-refuse",
+        ),
+    ],
+)
+def test_embedding_verify_refuses(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, test: str, refusal: str
 ) -> None:
-    monkeypatch.setenv(DEVICES_ENV, "cpu")
-    pytester.makepyfile(ROWS_TEST)
-    result = _run(pytester, "-k", "test_dtypes_named_as_strings and float32")
+    result, _ = _run_rows(pytester, monkeypatch, "-k", f"{test} and float32")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(
-        ["*InvalidArgument: embedding_verify(dtypes=?'float32'?): 'float32' is not a torch.dtype*"]
-    )
+    result.stdout.fnmatch_lines([f"*InvalidArgument: {refusal}*"])
 
 
 @pytest.mark.slow  # the boundary phase in every dtype, to its N axis

@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ._cli.usage import int_at_least
-from ._draw.tensors import available_devices, supported_float_dtypes
+from ._draw.tensors import available_devices, float_dtypes, supported_float_dtypes
 from ._engine.arguments import DEFAULT_MAX_EXAMPLES, phase_rows
 
 if TYPE_CHECKING:
@@ -200,10 +200,11 @@ def embedding_verify(request: pytest.FixtureRequest) -> Callable[..., Verificati
     (the default), [`verify_embedding_bag`][embedding_equivalence.verify_embedding_bag] or
     [`verify_quantized_embedding`][embedding_equivalence.verify_quantized_embedding], and
     ``kwargs`` go to it (``options``, ``seed``, the sizes, ...). ``dtypes`` names the dtypes
-    your kernel supports (default: every dtype of the device): the boundary row runs those of
-    them that the device has, and a dtype's row outside them is skipped, with that reason. The
-    row sets ``devices``, ``boundaries`` and ``max_examples`` (``--embedding-max-examples`` for
-    a dtype's row, one random example for the boundary row). Returns the passing report.
+    your kernel supports, as dtypes or their names, as the verifiers take them (default: every
+    dtype of the device): the boundary row runs those of them that the device has, and a
+    dtype's row outside them is skipped, with that reason. The row sets ``devices``,
+    ``boundaries`` and ``max_examples`` (``--embedding-max-examples`` for a dtype's row, one
+    random example for the boundary row). Returns the passing report.
     """
     import torch
     from hypothesis.errors import InvalidArgument
@@ -216,29 +217,22 @@ def embedding_verify(request: pytest.FixtureRequest) -> Callable[..., Verificati
         candidate: Callable[..., Any],
         verifier: Callable[..., VerificationReport] = verify_embedding,
         *,
-        dtypes: Sequence[torch.dtype] | None = None,
+        dtypes: Sequence[torch.dtype | str] | None = None,
         **kwargs: Any,
     ) -> VerificationReport:
         __tracebackhide__ = True  # a skip or a failure is reported at the test's own line
-        name = getattr(verifier, "__name__", "the verifier")
         if owned := sorted(set(kwargs) & {"devices", "boundaries", "max_examples"}):
             raise InvalidArgument(
-                f"embedding_verify sets {', '.join(owned)} for its row; call {name}(...) "
-                f"directly to choose them"
+                f"embedding_verify sets {', '.join(owned)} for its row; call "
+                f"{getattr(verifier, '__name__', 'the verifier')}(...) directly to choose them"
             )
-        chosen = row_dtypes
-        if dtypes is not None:
-            if bad := [d for d in dtypes if not isinstance(d, torch.dtype)]:
-                raise InvalidArgument(
-                    f"embedding_verify(dtypes={list(dtypes)!r}): {bad[0]!r} is not a "
-                    f"torch.dtype; name them as torch.float32, torch.float16, ..."
-                )
-            chosen = tuple(d for d in row_dtypes if d in dtypes)
-            if not chosen:
-                pytest.skip(
-                    f"{dtype_name(row_dtypes[0])} is not among the dtypes this test names "
-                    f"({', '.join(map(dtype_name, dtypes))})"
-                )
+        # dtypes read as the verifiers read them: dtypes or their names.
+        named = row_dtypes if dtypes is None else float_dtypes(dtypes, "dtypes")
+        if not (chosen := tuple(d for d in row_dtypes if d in named)):
+            pytest.skip(
+                f"{dtype_name(row_dtypes[0])} is not among the dtypes this test names "
+                f"({', '.join(map(dtype_name, named))})"
+            )
         report = verifier(
             candidate, dtypes=chosen, devices=[device], boundaries=boundaries,
             max_examples=max_examples, **kwargs,

@@ -62,8 +62,9 @@ def test_a_step_runs_under_the_interpreter_and_restores_the_environment(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    text = triton_page.step("race")
-    assert "PASSED" in text
+    text = triton_page.step("cost")  # the cheapest step: one launch and a short verification
+    assert "one program:" in text
+    assert "forward calls" in text
     assert "TRITON_INTERPRET" not in os.environ
 
 

@@ -522,12 +522,12 @@ REPLAYED_PASSING = ("everything that passed, together", "bad input included")
 
 
 def cheapest_failing(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Of each kind of failure recorded (differs, refuses, accepts bad input, ...), the call
-    whose record took the least time: every kind of finding is replayed, at the least cost
-    (with inductor and a cold cache, one dtype's call compiles 20 graphs where the call over
-    every dtype compiles 59)."""
-    failing = sorted((r for r in records if not r["passed"]), key=lambda r: r["seconds"])
-    return list({r["kind"]: r for r in reversed(failing)}.values())
+    """The failing call whose record took the least time, if any: a failure replayed at the
+    least cost (with inductor and a cold cache, one dtype's call compiles 20 graphs where the
+    call over every dtype compiles 59; a replay of one call more of each kind of failure made
+    the slow tier's DTensor replay twice as long, on a machine whose cores CI keeps busy)."""
+    failing = [r for r in records if not r["passed"]]
+    return [min(failing, key=lambda r: r["seconds"])] if failing else []
 
 
 def replay(

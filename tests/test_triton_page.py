@@ -87,6 +87,9 @@ def test_the_built_page_holds_the_results(tmp_path_factory: pytest.TempPathFacto
     assert "0 active drivers" in page  # the command line without --triton-interpret:
     assert "on the command line: --triton-interpret" in page  # refused, with how to run it
     assert "triton_kernels.racy_embedding: PASSED" in page
+    # bench: verified first, then timed beside F.embedding, with the ratio's spread.
+    assert re.search(r"verified\s+first: passed, [\d,]+ examples", page)
+    assert "ratio = candidate / F.embedding" in page
     # The cost step counted the calls a verification makes, with the second call of each.
     assert "each valid example twice: the second call checks" in page
     assert re.search(r"\d+ forward calls [^<]*? and\s+\d+ backward passes", page)

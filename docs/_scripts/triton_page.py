@@ -121,6 +121,12 @@ DEMOS: dict[str, tuple[list[str], bool, str]] = {
          "--no-boundaries", *_BUDGET],
         False, "",
     ),
+    "bench": (
+        ["embedding-equivalence", "bench", "--candidate", "triton_kernels:triton_embedding",
+         "--triton-interpret", "--vocab-sizes", "1024", "--embedding-dims", "64",
+         "--num-ids", "256", "--min-run-time", "0.1"],
+        False, "",
+    ),
 }  # fmt: skip
 
 

@@ -31,6 +31,7 @@ WARM: list[tuple[str, str, tuple[str, ...]]] = [
     ("triton_page", "step", ("race",)),
     ("triton_page", "demo", ("cli without the switch",)),
     ("triton_page", "demo", ("cli",)),
+    ("triton_page", "demo", ("bench",)),
 ]
 
 

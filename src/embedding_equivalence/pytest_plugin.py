@@ -62,6 +62,8 @@ from ._draw.tensors import available_devices, float_dtypes, supported_float_dtyp
 from ._engine.arguments import DEFAULT_MAX_EXAMPLES, phase_rows
 
 if TYPE_CHECKING:
+    import torch
+
     from ._engine.report import VerificationReport
 from .forms.dtypes import dtype_name
 
@@ -206,7 +208,6 @@ def embedding_verify(request: pytest.FixtureRequest) -> Callable[..., Verificati
     ``boundaries`` and ``max_examples`` (``--embedding-max-examples`` for a dtype's row, one
     random example for the boundary row). Returns the passing report.
     """
-    import torch
     from hypothesis.errors import InvalidArgument
 
     from ._engine.verify import verify_embedding  # here: a session without the fixture is light

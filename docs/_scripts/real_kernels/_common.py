@@ -521,13 +521,12 @@ def entry_result(
 REPLAYED_PASSING = ("everything that passed, together", "bad input included")
 
 
-def cheapest_failing(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def cheapest_failing(records: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The failing call whose record took the least time, if any: a failure replayed at the
     least cost (with inductor and a cold cache, one dtype's call compiles 20 graphs where the
     call over every dtype compiles 59; a replay of one call more of each kind of failure made
     the slow tier's DTensor replay twice as long, on a machine whose cores CI keeps busy)."""
-    failing = [r for r in records if not r["passed"]]
-    return [min(failing, key=lambda r: r["seconds"])] if failing else []
+    return min((r for r in records if not r["passed"]), key=lambda r: r["seconds"], default=None)
 
 
 def replay(
@@ -535,20 +534,20 @@ def replay(
 ) -> list[dict[str, Any]]:
     """Run recorded calls again and return their verdicts next to the recorded ones.
 
-    The [`cheapest_failing`][] calls are made again as recorded, boundary phase, budget and
-    seed included (each fails at the same example); of the passing calls, those named in
+    The [`cheapest_failing`][] call is made again as recorded, boundary phase, budget and
+    seed included (it fails at the same example); of the passing calls, those named in
     [`REPLAYED_PASSING`][], with at most ``small`` random examples and without the boundary
     phase, which their record ran (a check that they still pass, at a cost that fits CI).
     Calls on more than ``max_world_size`` ranks are left out.
     """
     results = []
-    fitting = [r for r in records if Run(**r["spec"]).kwargs.get("world_size", 1) <= max_world_size]
-    cheapest = {id(r) for r in cheapest_failing(fitting)}
-    for record in fitting:
-        run = Run(**record["spec"])
+    runs = [(r, Run(**r["spec"])) for r in records]
+    runs = [(r, run) for r, run in runs if run.kwargs.get("world_size", 1) <= max_world_size]
+    failure = cheapest_failing([r for r, _ in runs])
+    for record, run in runs:
         if record["passed"] and not any(k in record["label"] for k in REPLAYED_PASSING):
             continue
-        if not record["passed"] and id(record) not in cheapest:
+        if not record["passed"] and record is not failure:
             continue
         budget = run.kwargs.get("max_examples", 100)
         if record["passed"]:

@@ -99,18 +99,6 @@ def test_the_worked_kernel_passes_random_examples(kernels: ModuleType) -> None:
     assert report.interpreter_limit is None
 
 
-@pytest.mark.slow
-def test_the_worked_kernel_passes_the_default_verification(kernels: ModuleType) -> None:
-    # The boundary phase and 100 random examples in every dtype that the interpreter casts
-    # right: what the docs page runs. In bfloat16 the interpreter's limit is named instead.
-    dtypes = [torch.float32, torch.float64, torch.float16]
-    report = ee.verify_embedding(
-        kernels.triton_embedding, options=("padding_idx",), dtypes=dtypes, seed=0
-    )
-    assert report.passed, str(report)
-    assert report.boundary_examples > 200
-
-
 def test_bfloat16_subnormals_are_the_interpreters_limit(kernels: ModuleType) -> None:
     report = ee.verify_embedding(
         kernels.triton_embedding, options=("padding_idx",), dtypes=[torch.bfloat16],

@@ -59,12 +59,23 @@ def test_every_step_is_on_the_page() -> None:
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="triton is not installed")
 def test_a_step_runs_under_the_interpreter_and_restores_the_environment(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    # A step of its own, run by the page's machinery: it sees the interpreter on and the
+    # worked kernels interpreted (the page's own steps run in the build, checked below).
+    (tmp_path / "probe.py").write_text(
+        "import os\n"
+        "from triton.runtime.interpreter import InterpretedFunction\n"
+        "from triton_kernels import gather_rows\n"
+        "print('TRITON_INTERPRET =', os.environ['TRITON_INTERPRET'])\n"
+        "print('interpreted:', isinstance(gather_rows, InterpretedFunction))\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setattr(triton_page, "STEPS", tmp_path)
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    text = triton_page.step("cost")  # the cheapest step: one launch and a short verification
-    assert "one program:" in text
-    assert "forward calls" in text
+    monkeypatch.delenv("EMBEDDING_DOCS_CACHE", raising=False)  # run here, not read back
+    text = triton_page.step("probe")
+    assert "TRITON_INTERPRET = 1\ninterpreted: True" in text
     assert "TRITON_INTERPRET" not in os.environ
 
 
@@ -75,7 +86,12 @@ def test_the_built_page_holds_the_results(tmp_path_factory: pytest.TempPathFacto
 
     page = (build_site(tmp_path_factory) / "triton" / "index.html").read_text(encoding="utf-8")
     assert "Not run:" not in page
-    assert "triton_kernels.triton_embedding: PASSED" in page
+    # The default verification of the worked kernel in the dtypes the interpreter runs: the
+    # boundary phase and the random examples.
+    passed = r"triton_kernels\.triton_embedding: PASSED after [\d,]+ examples \(([\d,]+) at"
+    found = re.search(passed, page)
+    assert found, "the worked kernel's verification did not pass"
+    assert int(found[1].replace(",", "")) > 200, "fewer boundary examples than the phase has"
     # The pytest demo: the boundary row and the three dtypes named pass, bfloat16 is skipped.
     assert re.search(r"4 passed, 1 skipped", page)
     # The page wraps the output at its width.

@@ -409,7 +409,11 @@ class WorkerGroup(contextlib.AbstractContextManager["WorkerGroup"]):
                 )
                 outcomes[r] = Outcome(rank=r, error=error, stage="forward")
             self._shut_down()  # restarted by the next run
-        return _ordered(outcomes)
+        # The ranks that raised, then those that did not, then those left waiting; each by rank.
+        return sorted(
+            outcomes.values(),
+            key=lambda o: (isinstance(o.error, StillWaiting), o.error is None, o.rank or 0),
+        )
 
     def _prepare(self, candidate: str) -> None:
         """Have every rank import ``candidate`` and build its mesh, under the start-up timeout.
@@ -424,11 +428,3 @@ class WorkerGroup(contextlib.AbstractContextManager["WorkerGroup"]):
         self._await_every_rank("importing the candidate", "did not import the candidate")
         for w in self._workers:
             w.prepared.add(candidate)
-
-
-def _ordered(outcomes: dict[int, Outcome]) -> list[Outcome]:
-    """The ranks that raised, then those that did not, then those left waiting; each by rank."""
-    return sorted(
-        outcomes.values(),
-        key=lambda o: (isinstance(o.error, StillWaiting), o.error is None, o.rank or 0),
-    )

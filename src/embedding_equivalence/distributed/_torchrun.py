@@ -316,7 +316,9 @@ class TorchrunGroup:
             while True:
                 kind, *rest = self._collective("waiting for rank 0's next call", next_message)
                 if kind == "report":
-                    self._collective("confirming the report", self._confirm)
+                    # Tell rank 0 that this rank holds the report.
+                    barrier = functools.partial(dist.barrier, group=self._outbox)
+                    self._collective("confirming the report", barrier)
                     self._end()
                     return rest[0]
                 reference, _, sharding, _ = rest  # the arguments of _exchange
@@ -325,10 +327,6 @@ class TorchrunGroup:
                 self._calls += 1
         except GroupFailure as failure:
             return self._report_after(failure)
-
-    def _confirm(self) -> None:
-        """Tell rank 0 that this rank holds the report."""
-        dist.barrier(group=self._outbox)
 
     def _report_after(self, failure: GroupFailure) -> VerificationReport:
         """Rank 0's report from the store, or this rank's own when rank 0 is gone."""

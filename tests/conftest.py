@@ -19,6 +19,7 @@ Profiles (choose with ``HYPOTHESIS_PROFILE``; CI sets ``CI=true`` and gets ``ci`
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 # One intra-op thread in every process the suite starts (ranks, launchers, CLI runs, reruns,
 # repros), as in this process below: pytest-xdist already runs a worker per core, and a second
@@ -32,6 +33,7 @@ from hypothesis import HealthCheck, settings
 
 from embedding_equivalence.forms.dtypes import INDEX_DTYPES, dtype_name
 from embedding_equivalence.pytest_plugin import DEVICES_ENV, session_devices
+from forked_ranks import forked_ranks
 
 # deadline=None everywhere: the first call of a torch kernel pays for lazy initialisation and
 # dispatch caches, so per-example wall time says nothing about the property and a deadline
@@ -147,6 +149,17 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             f"embedding devices: {count} test(s) needing an unselected device were deselected "
             f"(selected: {', '.join(session_devices(terminalreporter.config))})"
         )
+
+
+@pytest.fixture(autouse=True)
+def _forked_ranks(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Process groups fork their ranks from a warm server (``tests/forked_ranks.py``), but in
+    the tests marked ``spawned_ranks``, which spawn fresh ones as the verifier does."""
+    if request.node.get_closest_marker("spawned_ranks") is not None:
+        yield
+        return
+    with forked_ranks():
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -36,6 +36,7 @@ from embedding_equivalence.distributed._group import GroupFailure, WorkerGroup
 from embedding_equivalence.distributed._verify import sharded_embedding_cases
 from embedding_equivalence.oracle.call import Call
 from embedding_equivalence.strategies import supported_float_dtypes
+from forked_ranks import server_pid
 from sharded_mutants import SHARDED_MUTANTS, ShardedMutant
 from shared_ranks import running_pids, shared_pids, shared_workers
 
@@ -45,8 +46,9 @@ SEED = 0
 
 
 def _workers() -> list[int]:
-    """Pids of this process's children that run a worker of the package."""
-    pids = []
+    """Pids of this process's children that run a worker of the package, and of the ranks
+    forked for it (``tests/forked_ranks.py``: its server's children)."""
+    server, pids = server_pid(), []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -56,7 +58,8 @@ def _workers() -> list[int]:
         except OSError:
             continue
         ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == os.getpid() and b"embedding_equivalence.distributed._worker" in cmdline:
+        spawned = ppid == os.getpid() and b"embedding_equivalence.distributed._worker" in cmdline
+        if spawned or (server is not None and ppid == server):
             pids.append(int(entry.name))
     return pids
 
@@ -282,6 +285,7 @@ class TestOnSharedRanks:
 # --- the failure modes of sharded code, each on a group of its own --------------------------
 
 
+@pytest.mark.spawned_ranks
 def test_start_up_has_its_own_timeout() -> None:
     group = WorkerGroup(2, timeout=60, startup_timeout=0.01)
     message = r"did not connect while starting \(start-up timeout 0\.01 s\)"
@@ -291,6 +295,7 @@ def test_start_up_has_its_own_timeout() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.spawned_ranks  # fresh interpreters, as the verifier starts them
 def test_start_up_is_not_bounded_by_the_call_timeout() -> None:
     # A call timeout far below a start on a loaded machine: the ranks still join.
     with WorkerGroup(2, timeout=0.5) as group:

@@ -269,6 +269,7 @@ def _peak(pid: int) -> int:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads /proc")
+@pytest.mark.spawned_ranks  # the peaks of ranks started as the verifier starts them
 def test_no_rank_holds_the_whole_table() -> None:
     """A 1 GiB table over 4 ranks: each rank's peak stays below the table's size."""
     v, d = 2**23, 32

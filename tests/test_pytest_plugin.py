@@ -131,13 +131,14 @@ def test_a_bad_budget_is_one_usage_error(pytester: pytest.Pytester) -> None:
     assert "pytest_plugin" not in result.stderr.str()  # no plugin source shown
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def _verification_imported() -> None:
     """Import what a verification imports lazily, in this process, before pytester runs one.
 
     An in-process pytester run removes from ``sys.modules`` what it imported; torch's lazily
     imported ``torch._inductor.test_operators`` then registers its TORCH_LIBRARY a second time
-    on the next import, and a later verification in this session fails.
+    on the next import, and a later verification in this session fails. Once imported here,
+    before the first run that needs them, the modules stay: a run removes only its own.
     """
     ee.verify_embedding(
         ee.lookup_embedding, dtypes=[torch.float32], devices=["cpu"], max_examples=1, seed=0

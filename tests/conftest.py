@@ -33,7 +33,7 @@ from hypothesis import HealthCheck, settings
 
 from embedding_equivalence.forms.dtypes import INDEX_DTYPES, dtype_name
 from embedding_equivalence.pytest_plugin import DEVICES_ENV, session_devices
-from forked_ranks import forked_ranks
+from forked import forked_ranks
 
 # deadline=None everywhere: the first call of a torch kernel pays for lazy initialisation and
 # dispatch caches, so per-example wall time says nothing about the property and a deadline
@@ -153,7 +153,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 @pytest.fixture(autouse=True)
 def _forked_ranks(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Process groups fork their ranks from a warm server (``tests/forked_ranks.py``), but in
+    """Process groups fork their ranks from a warm server (``tests/forked.py``), but in
     the tests marked ``spawned_ranks``, which spawn fresh ones as the verifier does."""
     if request.node.get_closest_marker("spawned_ranks") is not None:
         yield

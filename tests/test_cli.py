@@ -26,6 +26,7 @@ from embedding_equivalence._cli import console as _console
 from embedding_equivalence._cli.console import cell_seed
 from embedding_equivalence._cli.main import main
 from embedding_equivalence._engine.report import JSON_SCHEMA
+from forked import run_python
 
 FAST = [
     "--dtypes", "float32", "--devices", "cpu", "--max-examples", "8", "--seed", "0",
@@ -272,8 +273,8 @@ def test_bare_json_prints_only_json_on_stdout(
 @pytest.mark.slow  # a fresh process; test_json_to_stdout_is_pure_json checks the same in process
 def test_bare_json_from_the_shell_prints_only_json(tmp_path: Path) -> None:
     argv = ["verify", "--json", "--candidate", "torch.nn.functional:embedding", "--forward-only"]
-    proc = subprocess.run(
-        [sys.executable, "-m", "embedding_equivalence", *argv, *FAST],
+    proc = run_python(
+        ["-m", "embedding_equivalence", *argv, *FAST],
         capture_output=True,
         text=True,
         check=False,

@@ -11,14 +11,13 @@ from __future__ import annotations
 import io
 import json
 import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
 from embedding_equivalence._cli import console as _console
+from forked import run_python
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -118,8 +117,8 @@ def test_the_console_script_runs_without_rich() -> None:
     argv = ["verify", "--only", "lookup_embedding/-/cpu/float32", "--max-examples", "3"]
     argv += ["--seed", "0", "--no-boundaries"]
     env = {k: v for k, v in os.environ.items() if k != "CI"}
-    done = subprocess.run(
-        [sys.executable, "-c", _WITHOUT_RICH, *argv],
+    done = run_python(
+        ["-c", _WITHOUT_RICH, *argv],
         cwd=ROOT,
         env=env,
         capture_output=True,

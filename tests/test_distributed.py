@@ -36,7 +36,7 @@ from embedding_equivalence.distributed._group import GroupFailure, WorkerGroup
 from embedding_equivalence.distributed._verify import sharded_embedding_cases
 from embedding_equivalence.oracle.call import Call
 from embedding_equivalence.strategies import supported_float_dtypes
-from forked_ranks import server_pid
+from forked import server_pids
 from sharded_mutants import SHARDED_MUTANTS, ShardedMutant
 from shared_ranks import running_pids, shared_pids, shared_workers
 
@@ -45,10 +45,14 @@ ALL_OPTIONS = ("padding_idx", "max_norm", "scale_grad_by_freq")
 SEED = 0
 
 
+#: A spawned rank's command line (``python -m ...``; a server's names the module too).
+_SPAWNED_WORKER = b"-m\0embedding_equivalence.distributed._worker"
+
+
 def _workers() -> list[int]:
     """Pids of this process's children that run a worker of the package, and of the ranks
-    forked for it (``tests/forked_ranks.py``: its server's children)."""
-    server, pids = server_pid(), []
+    forked for it (``tests/forked.py``: its server's children)."""
+    servers, pids = server_pids(), []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -58,8 +62,8 @@ def _workers() -> list[int]:
         except OSError:
             continue
         ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        spawned = ppid == os.getpid() and b"embedding_equivalence.distributed._worker" in cmdline
-        if spawned or (server is not None and ppid == server):
+        spawned = ppid == os.getpid() and _SPAWNED_WORKER in cmdline
+        if spawned or ppid in servers:
             pids.append(int(entry.name))
     return pids
 

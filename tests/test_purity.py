@@ -11,8 +11,6 @@ Hypothesis runs); ``benchmarks/catch_rates.py --families purity`` measures the c
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,7 @@ import torch.nn.functional as F
 
 import embedding_equivalence as ee
 from embedding_equivalence._engine.purity import first_difference, poisoned_memory
+from forked import run_python
 from purity_mutants import PURITY_MUTANTS, PurityMutant
 
 SEED = 0
@@ -68,8 +67,8 @@ def test_each_repro_fails_while_the_side_effect_is_there(
     assert report.counterexample is not None
     script = tmp_path / "repro.py"
     script.write_text(report.counterexample)
-    run = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+    run = run_python(
+        [str(script)], capture_output=True, text=True, timeout=300,
         env={"PYTHONPATH": str(TESTS), "PATH": ""},
     )  # fmt: skip
     assert run.returncode != 0, f"the repro of {mutant.name} passed:\n{report.counterexample}"

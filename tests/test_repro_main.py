@@ -15,7 +15,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import subprocess
-import sys
 import textwrap
 import types
 from pathlib import Path
@@ -27,6 +26,7 @@ import torch
 import embedding_equivalence as ee
 from embedding_equivalence._engine.names import compiled_original, is_compiled
 from embedding_equivalence._engine.repro import candidate_source
+from forked import run_python
 
 WRITTEN = "its source, and what it uses from there"
 CANNOT = "cannot be imported by its qualified name"
@@ -283,9 +283,7 @@ RUN_REPRO = (
 def script_repros(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     folder = tmp_path_factory.mktemp("script")
     (folder / "kernels.py").write_text(SCRIPT)
-    done = subprocess.run(
-        [sys.executable, "kernels.py"], cwd=folder, capture_output=True, text=True, timeout=300
-    )
+    done = run_python(["kernels.py"], cwd=folder, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -293,8 +291,8 @@ def script_repros(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 def _run_repro(tmp_path: Path, repro: str) -> subprocess.CompletedProcess[str]:
     path = tmp_path / "repro.py"
     path.write_text(repro)
-    return subprocess.run(
-        [sys.executable, "-c", RUN_REPRO, str(path)],
+    return run_python(
+        ["-c", RUN_REPRO, str(path)],
         cwd=tmp_path,
         capture_output=True,
         text=True,

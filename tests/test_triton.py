@@ -32,6 +32,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from forked import run_python
+
 triton = pytest.importorskip(
     "triton", reason="triton is not installed (the 'triton' extra: pip install -e '.[triton]')"
 )
@@ -248,9 +250,7 @@ def test_the_repro_switches_the_interpreter_on_and_fails_in_a_fresh_process(
     assert switch < snippet.index("from triton_mutants import storing_embedding")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.pathsep.join([str(SCRIPTS), str(TESTS)])
-    done = subprocess.run(
-        [sys.executable, "-c", snippet], capture_output=True, text=True, env=env, timeout=300
-    )
+    done = run_python(["-c", snippet], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 1, done.stderr[-2000:]
     assert "EquivalenceError" in done.stderr, done.stderr[-2000:]
 
@@ -291,10 +291,8 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     """The console script in a fresh process, from docs/_scripts, without TRITON_INTERPRET."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = str(TESTS)
-    command = [sys.executable, "-m", "embedding_equivalence", "verify", *args]
-    return subprocess.run(
-        command, capture_output=True, text=True, env=env, cwd=SCRIPTS, timeout=600
-    )
+    command = ["-m", "embedding_equivalence", "verify", *args]
+    return run_python(command, capture_output=True, text=True, env=env, cwd=SCRIPTS, timeout=600)
 
 
 @pytest.mark.slow  # the console script in a fresh process

@@ -16,7 +16,6 @@ import functools
 import importlib.util
 import os
 import pickle
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -33,6 +32,7 @@ from embedding_equivalence._cli.main import main
 from embedding_equivalence._engine.arguments import resolve_arguments
 from embedding_equivalence._engine.names import import_reference
 from embedding_equivalence.forms.quantized import SCHEMES
+from forked import run_python
 from quantized_mutants import QUANTIZED_MUTANTS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -351,8 +351,8 @@ sys.exit(main(["verify", "--candidate", "triton_kernels:triton_embedding", *sys.
 def test_a_triton_kernel_without_the_interpreter_is_a_usage_error() -> None:
     # A process of its own: triton imported without the interpreter stays so for the process.
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    proc = subprocess.run(
-        [sys.executable, "-c", _TRITON_SCRIPT, *FAST],
+    proc = run_python(
+        ["-c", _TRITON_SCRIPT, *FAST],
         cwd=ROOT / "docs" / "_scripts", env=env, capture_output=True, text=True, check=False,
         timeout=300,
     )  # fmt: skip

@@ -24,7 +24,7 @@ bounds the call alone.
 Workers are ended by their pid: at `WorkerGroup.close`, when the group is restarted, and
 when this process exits. Each worker also asks Linux to kill it if this process dies. (The
 test suite shares healthy ranks between groups, ``tests/shared_ranks.py``, and forks its ranks
-from a process that has imported this module's worker once, ``tests/forked_ranks.py``.)
+from a process that has imported this module's worker once, ``tests/forked.py``.)
 """
 
 from __future__ import annotations

@@ -336,6 +336,8 @@ def _serve(fd: int, preload: str) -> None:
 
     sock = socket.socket(fileno=fd)
     # Die with the test process (PR_SET_PDEATHSIG); the forked processes die with this one.
+    # (The worker's own _die_with_parent is not imported here: the torch server imports torch
+    # alone, so that its runs import the package themselves.)
     with contextlib.suppress(OSError, AttributeError):
         import ctypes
 

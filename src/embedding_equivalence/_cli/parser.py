@@ -209,14 +209,17 @@ def size_knobs(args: argparse.Namespace) -> dict[str, Any]:
     return {_dest(flag): flag_value(args, flag) for flag in SIZE_FLAGS}
 
 
+def _flag_text(value: str | int | tuple[int, int]) -> str:
+    return f"{value[0]}:{value[1]}" if isinstance(value, tuple) else str(value)
+
+
 def replay_flags(args: argparse.Namespace) -> list[str]:
     """The flags of this run that shape every cell, for the command that replays one.
 
     ``--max-examples`` and ``--no-boundaries`` are the cell's own ([`budget_flags`][]).
     """
     values = {flag: flag_value(args, flag) for flag in ("--candidate", "--scheme", *SIZE_FLAGS)}
-    texts = {f: f"{v[0]}:{v[1]}" if isinstance(v, tuple) else str(v) for f, v in values.items()}
-    flags = [word for flag, v in values.items() if v is not None for word in (flag, texts[flag])]
+    flags = [word for flag, v in values.items() if v is not None for word in (flag, _flag_text(v))]
     switches = ("--bag", "--symmetric", "--forward-only", "--deterministic", "--triton-interpret")
     return flags + [flag for flag in switches if flag_value(args, flag)]
 

@@ -494,6 +494,61 @@ def test_under_torchrun_a_hung_rank_is_reported_and_exits_with_its_stack(tmp_pat
     assert re.search(r'File ".*sharded_candidates.py", line \d+ in hangs_on_rank_1', proc.stderr)
 
 
+#: Two ranks of a ``TorchrunGroup`` (``RANK`` from the environment): rank 0 closes its groups
+#: between two calls, as its heartbeat does when it finds a rank lost there, and sends its
+#: report; rank 1 waits for the next call on the inbox. Rank 0 then stays until rank 1 is done.
+_CLOSE_BETWEEN_CALLS = """
+import time
+from datetime import timedelta
+import torch.distributed as dist
+from embedding_equivalence._engine.report import VerificationReport
+from embedding_equivalence.distributed._torchrun import TorchrunGroup
+dist.init_process_group("gloo", timeout=timedelta(seconds=120))
+store = dist.distributed_c10d._get_default_store()
+group = TorchrunGroup("cpu", timeout=5.0)
+if dist.get_rank() == 0:
+    group._lost_between_collectives()
+    group.finish(VerificationReport(candidate="c", passed=False, examples=1, counterexample=None,
+        failure="rank 0's report", worst_error=0.0, seed=0, elapsed=0.0, devices=("cpu",)))
+    store.wait(["done"], timedelta(seconds=90))
+else:
+    start = time.monotonic()
+    report = group.serve()
+    print(f"{time.monotonic() - start:.1f} s: {report.failure}", flush=True)
+    store.set("done", "1")
+"""
+
+
+@pytest.mark.slow
+def test_a_rank_that_closes_its_groups_wakes_the_rank_waiting_on_it(tmp_path: Path) -> None:
+    """Gloo closes a group's connections with the group's last reference: a rank that breaks
+    its groups keeps none, so a peer waiting on it wakes at once, not when its process exits
+    (torchrun would then stop the peer before it reported)."""
+    from torchrun_verify import free_port
+
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
+    env |= {"WORLD_SIZE": "2", "PYTHONPATH": os.pathsep.join(sys.path)}
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, "-c", _CLOSE_BETWEEN_CALLS], env={**env, "RANK": str(rank)},
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
+        )
+        for rank in (0, 1)
+    ]  # fmt: skip
+    try:
+        outputs = [rank.communicate(timeout=240)[0] for rank in ranks]
+    finally:
+        for rank in ranks:
+            rank.kill()
+            rank.wait()
+    assert [rank.returncode for rank in ranks] == [0, 0], outputs
+    seconds, failure = outputs[1].strip().splitlines()[-1].split(" s: ")
+    assert failure == "rank 0's report", outputs[1]
+    # Rank 1 wakes from the inbox (an hour's timeout) once rank 0 closes it, and finds rank 0's
+    # report in the store; it waited 90 s, until rank 0 exited, while rank 0 kept a reference.
+    assert float(seconds) < 30.0, outputs[1]
+
+
 # --- the heartbeat's rules, without processes ------------------------------------------------
 
 

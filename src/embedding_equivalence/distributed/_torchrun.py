@@ -21,7 +21,8 @@ while the others wait in a collective. Three rules bring every survivor out with
 
 1. *A broken group is closed at once.* A rank whose collective on one of the three groups
    fails (a peer's connection closed, or a timeout) closes all three. Closing drops its
-   connections, so every peer waiting on it gets an error at once and does the same: the
+   connections (gloo closes them with a group's last reference, so the rank keeps none), so
+   every peer waiting on it gets an error at once and does the same: the
    failure spreads through the group instead of leaving ranks waiting on live peers that have
    already given up.
 2. *A heartbeat names the lost ranks.* Every rank publishes its node, host and pid in the
@@ -56,6 +57,7 @@ import itertools
 import pickle
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -177,20 +179,27 @@ class TorchrunGroup:
             except RuntimeError as exc:
                 raise self._break(doing, exc) from exc
 
-    def _close(self) -> None:
-        """Destroy the verifier's groups: their connections close, so waiting peers wake."""
-        groups, self._groups = self._groups, []
-        for group in groups:
+    def _close(self, exc: BaseException | None) -> None:
+        """Destroy the verifier's groups and drop every reference to them.
+
+        Gloo closes a group's connections when the group's last reference goes, not when it is
+        destroyed: only then do the peers waiting on this rank wake. The references are this
+        object's attributes and the locals of the finished frames in ``exc``'s traceback (a
+        collective's ``group`` argument).
+        """
+        if exc is not None:
+            traceback.clear_frames(exc.__traceback__)
+        while self._groups:
             with contextlib.suppress(Exception):
-                dist.destroy_process_group(group)
-        del groups
+                dist.destroy_process_group(self._groups.pop())
+        del self._inbox, self._outbox
         self.mesh = None  # type: ignore[assignment]
         gc.collect()  # the groups' last references: their sockets close with them
 
     def _break(self, doing: str, exc: BaseException | None) -> GroupFailure:
         """Close the groups, name the lost ranks, and remember the failure for what follows."""
         global _BROKEN
-        self._close()
+        self._close(exc)
         lost = self._liveness.lost()
         self._liveness.stop()
         if lost:
@@ -282,13 +291,17 @@ class TorchrunGroup:
             if self._failure is None:
                 try:
                     dist.broadcast_object_list([("report", report)], src=0, group=self._inbox)
-                    dist.barrier(group=self._outbox)  # every rank holds the report
+                    self._confirm()  # every rank holds the report
                 except RuntimeError as exc:
                     self._break("sending the report", exc)
             if self._failure is not None:
                 with contextlib.suppress(Exception):
                     self._liveness.store.set("report", pickle.dumps(report).hex())
             self._end()
+
+    def _confirm(self) -> None:
+        """The barrier after the report (a method, so that no frame keeps the group)."""
+        dist.barrier(group=self._outbox)
 
     def _end(self) -> None:
         """Stop the heartbeat (after the last collective).
@@ -317,8 +330,7 @@ class TorchrunGroup:
                 kind, *rest = self._collective("waiting for rank 0's next call", next_message)
                 if kind == "report":
                     # Tell rank 0 that this rank holds the report.
-                    barrier = functools.partial(dist.barrier, group=self._outbox)
-                    self._collective("confirming the report", barrier)
+                    self._collective("confirming the report", self._confirm)
                     self._end()
                     return rest[0]
                 reference, _, sharding, _ = rest  # the arguments of _exchange

@@ -291,25 +291,16 @@ class TorchrunGroup:
             if self._failure is None:
                 try:
                     dist.broadcast_object_list([("report", report)], src=0, group=self._inbox)
-                    self._confirm()  # every rank holds the report
+                    dist.barrier(group=self._outbox)  # every rank holds the report
                 except RuntimeError as exc:
                     self._break("sending the report", exc)
             if self._failure is not None:
                 with contextlib.suppress(Exception):
                     self._liveness.store.set("report", pickle.dumps(report).hex())
-            self._end()
-
-    def _confirm(self) -> None:
-        """The barrier after the report (a method, so that no frame keeps the group)."""
-        dist.barrier(group=self._outbox)
-
-    def _end(self) -> None:
-        """Stop the heartbeat (after the last collective).
-
-        The groups of a run that ended well stay: destroying them would leave torch's DTensor
-        caches, which compare meshes by their ranks, pointing at a group that is gone.
-        """
-        self._liveness.stop()
+            # The heartbeat stops after the last collective. The groups of a run that ended
+            # well stay: destroying them would leave torch's DTensor caches, which compare
+            # meshes by their ranks, pointing at a group that is gone.
+            self._liveness.stop()
 
     # --- the other ranks -------------------------------------------------------------------
 
@@ -329,9 +320,9 @@ class TorchrunGroup:
             while True:
                 kind, *rest = self._collective("waiting for rank 0's next call", next_message)
                 if kind == "report":
-                    # Tell rank 0 that this rank holds the report.
-                    self._collective("confirming the report", self._confirm)
-                    self._end()
+                    # Tell rank 0 that this rank holds the report (no local keeps the group).
+                    self._collective("confirming the report", lambda: dist.barrier(self._outbox))
+                    self._liveness.stop()
                     return rest[0]
                 reference, _, sharding, _ = rest  # the arguments of _exchange
                 self._reference, self._sharding = reference, sharding
@@ -342,7 +333,7 @@ class TorchrunGroup:
 
     def _report_after(self, failure: GroupFailure) -> VerificationReport:
         """Rank 0's report from the store, or this rank's own when rank 0 is gone."""
-        self._end()
+        self._liveness.stop()
         if 0 not in failure.ranks and not self._liveness.store_lost:
             with contextlib.suppress(Exception):
                 self._liveness.store.wait(["report"], timedelta(seconds=_REPORT_WAIT))

@@ -17,7 +17,12 @@ from embedding_equivalence._draw.boundaries import (
     embedding_boundaries,
     quantized_boundaries,
 )
-from embedding_equivalence._draw.boundary_data import LIMITS, around_powers_of_two, option_sets
+from embedding_equivalence._draw.boundary_data import (
+    LIMITS,
+    NATIVE_ELEMENTS,
+    around_powers_of_two,
+    option_sets,
+)
 
 DTYPES = [torch.float32]
 #: Two runs, to show that a catch does not depend on the seed: the fast tier runs the first
@@ -316,6 +321,29 @@ def test_every_axis_reaches_its_limit_with_the_first_and_last_rows() -> None:
     assert top.case.weight.native  # drawn in its own dtype, without a float64 copy
     kinds = {b.what for b in axes["bad input"]}
     assert any("most negative" in k for k in kinds)
+
+
+def test_tables_past_native_size_take_the_narrowest_dtypes_in_turn() -> None:
+    """On the ``V`` axis every requested dtype takes turns up to ``NATIVE_ELEMENTS`` rows, and
+    the narrowest ones past it, in the embedding and the bag lists alike; bisecting keeps the
+    failing example's dtype."""
+    dtypes = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
+    for boundaries in (
+        embedding_boundaries((), dtypes, ["cpu"]),
+        bag_boundaries((), ("sum", "max"), dtypes, ["cpu"]),
+    ):
+        on_v = [b for b in boundaries if b.axis == "V"]
+        small = {b.case.weight.dtype for b in on_v if b.value <= NATIVE_ELEMENTS}
+        large = [b for b in on_v if b.value > NATIVE_ELEMENTS]
+        assert small == set(dtypes)
+        assert {b.case.weight.dtype for b in large} == {torch.float16, torch.bfloat16}
+        assert max(b.value for b in large) == LIMITS["V"]
+        for b in large:
+            assert b.make is not None
+            assert b.make(3).weight.dtype == b.case.weight.dtype
+    only_wide = embedding_boundaries((), [torch.float64, torch.float32], ["cpu"])
+    large = [b for b in only_wide if b.axis == "V" and b.value > NATIVE_ELEMENTS]
+    assert {b.case.weight.dtype for b in large} == {torch.float32}
 
 
 def test_bag_and_quantized_lists_cover_their_edges() -> None:

@@ -26,7 +26,10 @@ its seed. Every verifier therefore runs this fixed phase first, the same under e
   ``2**k + 1`` up to ``boundary_data.LIMITS``, ids ``0`` and ``V - 1`` included.
 
 The dtypes (and devices) requested take turns along each axis, so that the phase stays cheap
-and every dtype meets sizes past every power of two. The lists are data, here, read by every
+and every dtype meets sizes past every power of two; past ``NATIVE_ELEMENTS`` (``2**20``) rows
+the ``V`` axis takes the narrowest requested dtypes only (``_Turns.narrowest``): such a table
+costs its bytes at every pass over it, and the row count, not the dtype, is what it tests
+(an id past ``2**k`` on a table of one column). The lists are data, here, read by every
 verifier: they are in ``boundary_data.py``, and [`embedding_boundaries`][], [`bag_boundaries`][]
 and [`quantized_boundaries`][] (and ``distributed._boundaries`` for sharded tables) turn them
 into cases, and
@@ -177,7 +180,7 @@ def embedding_boundaries(
         "V": lambda v, *turn: lookup(_vocab_ids(v), v, 1, v // 2, *turn),
     }
     for axis, make in axes.items():
-        yield from bd._size_axis(axis, turns.at, make)
+        yield from bd._size_axis(axis, turns.at, make, large=turns.narrowest)
 
 
 def _vocab_ids(v: int) -> tuple[IdsRun, ...]:
@@ -340,9 +343,12 @@ def bag_boundaries(
     def vocab(v: int, *turn: Any) -> EmbeddingBagCase:
         return _bag(_vocab_ids(v), (0, 2), v, 1, all_options, v // 2, *turn)
 
+    def narrowest(i: int) -> tuple[str, torch.dtype, torch.dtype, str]:
+        return (modes[i % len(modes)], *turns.narrowest(i // len(modes)))
+
     axes = {"bag length": length, "bags": count, "empty bags": empty, "D": width, "V": vocab}
     for axis, make in axes.items():
-        yield from bd._size_axis(axis, at, make)
+        yield from bd._size_axis(axis, at, make, large=narrowest)
 
 
 # --- quantized tables ---------------------------------------------------------------------------

@@ -140,6 +140,17 @@ class _Turns:
         device = self.devices[(i // (2 * len(self.dtypes))) % len(self.devices)]
         return dtype, index, device
 
+    def narrowest(self, i: int) -> tuple[torch.dtype, torch.dtype, str]:
+        """``at(i)``, with the dtype taken in turn among the narrowest requested.
+
+        A table past ``NATIVE_ELEMENTS`` rows costs its bytes at every pass over it (drawn,
+        copied, compared, its gradient zeroed), and the row count, not the dtype, is what it
+        tests.
+        """
+        narrow = [t for t in self.dtypes if t.itemsize == min(u.itemsize for u in self.dtypes)]
+        _, index, device = self.at(i)
+        return narrow[i % len(narrow)], index, device
+
 
 def _embedding(
     runs: tuple[IdsRun, ...],
@@ -167,14 +178,17 @@ def _size_axis(
     at: Callable[[int], tuple[Any, ...]],
     make: Callable[..., Any],
     values: Sequence[int] | None = None,
+    large: Callable[[int], tuple[Any, ...]] | None = None,
 ) -> Iterator[Boundary]:
     """One size axis: ``make(value, *turn)`` at each value (default: around the powers of two).
 
     The ``i``-th example's turn is ``at(i)``: its dtype, index dtype and device by
-    ``_Turns.at`` (a bag generator passes a function of ``i`` that puts the mode first).
+    ``_Turns.at`` (a bag generator passes a function of ``i`` that puts the mode first); past
+    ``NATIVE_ELEMENTS`` it is ``large(i)`` where given (the ``V`` axis: ``_Turns.narrowest``).
+    A failure is bisected in its own turn.
     """
     for i, value in enumerate(values if values is not None else around_powers_of_two(LIMITS[axis])):
-        turn = at(i)
+        turn = large(i) if large is not None and value > NATIVE_ELEMENTS else at(i)
         yield Boundary(axis, value, "", make(value, *turn), lambda x, t=turn: make(x, *t))
 
 

@@ -112,6 +112,37 @@ def test_poisoned_memory_fills_new_memory_and_restores_the_settings() -> None:
     assert torch.are_deterministic_algorithms_enabled() == before
 
 
+#: A fresh interpreter verifies an eager kernel with inductor unloaded, then with it loaded and
+#: the deterministic flags on; prints what it found.
+_NO_COMPILER = """
+import sys
+import torch, torch.nn.functional as F
+import embedding_equivalence as ee
+assert ee.verify_embedding(F.embedding, max_examples=3, seed=0).passed
+print("inductor loaded:", "torch._inductor.config" in sys.modules)
+print("deterministic:", torch.are_deterministic_algorithms_enabled())
+import torch._inductor.config as inductor
+torch.use_deterministic_algorithms(True, warn_only=True)
+assert ee.verify_embedding(F.embedding, max_examples=3, seed=0, boundaries=False).passed
+warn = torch.is_deterministic_algorithms_warn_only_enabled()
+print("restored:", torch.are_deterministic_algorithms_enabled(), warn, inductor.deterministic)
+"""
+
+
+@pytest.mark.slow  # a fresh interpreter
+def test_an_eager_verification_loads_no_compiler_and_restores_the_flags() -> None:
+    """``torch.use_deterministic_algorithms`` imports inductor (some 900 modules, seconds in a
+    fresh process): the second call sets torch's own flag alone while inductor is not loaded;
+    once it is, the flags there are restored as well."""
+    run = run_python(["-c", _NO_COMPILER], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.splitlines() == [
+        "inductor loaded: False",
+        "deterministic: False",
+        "restored: True True True",
+    ], run.stdout
+
+
 def test_first_difference_is_bitwise() -> None:
     kept = torch.tensor([[0.0, 1.0], [2.0, 3.0]])
     assert first_difference("w", kept, kept.clone()) is None

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -192,6 +193,20 @@ def shared_input(out: object, call: Call) -> str | None:
     return None
 
 
+def set_deterministic(mode: bool, warn_only: bool) -> None:
+    """``torch.use_deterministic_algorithms(mode, warn_only=warn_only)``, inductor left alone.
+
+    The public call imports ``torch._inductor.config`` to set the flag there too: some 900
+    modules (sympy, dynamo, triton), 2 s of a first verification in a fresh process that never
+    compiles. Where inductor is not loaded no graph of it can read the flag, so torch's own
+    flag is all there is to set.
+    """
+    if "torch._inductor.config" in sys.modules:
+        torch.use_deterministic_algorithms(mode, warn_only=warn_only)
+    else:
+        torch._C._set_deterministic_algorithms(mode, warn_only=warn_only)
+
+
 @contextlib.contextmanager
 def poisoned_memory() -> Iterator[None]:
     """Run under torch's deterministic algorithms, which fill new memory with NaN.
@@ -205,14 +220,14 @@ def poisoned_memory() -> Iterator[None]:
     warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
     fill = deterministic.fill_uninitialized_memory  # pyright: ignore[reportAttributeAccessIssue]
     try:
-        torch.use_deterministic_algorithms(True, warn_only=True)
+        set_deterministic(True, warn_only=True)
         deterministic.fill_uninitialized_memory = True  # pyright: ignore[reportAttributeAccessIssue]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             yield
     finally:
         deterministic.fill_uninitialized_memory = fill  # pyright: ignore[reportAttributeAccessIssue]
-        torch.use_deterministic_algorithms(on, warn_only=warn_only)
+        set_deterministic(on, warn_only=warn_only)
 
 
 @dataclasses.dataclass

@@ -22,6 +22,7 @@ from .check import (
     OracleFactory,
     check_case,
 )
+from .purity import set_deterministic
 
 
 @contextlib.contextmanager
@@ -46,7 +47,7 @@ def preserved_global_state() -> Iterator[None]:
         finally:
             torch.set_grad_enabled(grad)
             torch.set_default_dtype(default_dtype)
-            torch.use_deterministic_algorithms(det, warn_only=det_warn)
+            set_deterministic(det, warn_only=det_warn)
             torch.backends.cuda.matmul.allow_tf32 = tf32_matmul
             torch.backends.cudnn.allow_tf32 = tf32_cudnn
             torch.set_float32_matmul_precision(precision)

@@ -230,8 +230,7 @@ def _only(args: argparse.Namespace) -> ParsedCell | None:
     implementation, opts, device, dtype = parse_cell(args.only)
     # A cell may draw from several dtypes, comma-separated; a sharded row from all of them.
     names = [] if args.sharding is not None and dtype == "all" else csv_list(dtype)
-    unknown = [d for d in names if d not in FLOAT_DTYPE_NAMES]
-    if unknown or (args.sharding is None and not names):
+    if any(d not in FLOAT_DTYPE_NAMES for d in names) or (args.sharding is None and not names):
         choices = [*FLOAT_DTYPE_NAMES, *(["all"] if args.sharding is not None else [])]
         raise UsageError(f"--only: unknown dtype {dtype!r}; choose from {', '.join(choices)}")
     args.options, args.devices, args.dtypes = list(opts), [device], names or None

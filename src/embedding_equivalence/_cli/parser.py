@@ -187,8 +187,7 @@ def _shared_flags(
     switch("--triton-interpret", help=helps["--triton-interpret"])
     whats, defaults = ("V", "D", "N, ids a call"), DEFAULT_BENCH_SIZES.values()
     for flag, what, default in zip(SIZE_FLAGS, whats, defaults, strict=True):
-        text = helps["sizes"].format(what=what, default=default[0])
-        add(flag, **sizes, help=text)
+        add(flag, **sizes, help=helps["sizes"].format(what=what, default=default[0]))
     add("--seed", type=int_at_least(0), help=helps["--seed"])
     switch("--forward-only", help=helps["--forward-only"])
     add("--json", nargs="?", const="-", metavar="PATH", help=helps["--json"])

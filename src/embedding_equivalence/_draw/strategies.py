@@ -467,8 +467,7 @@ def quantized_embedding_cases(
             f"embedding_dim={embedding_dim} is odd, but scheme='uint4' packs two columns a "
             f"byte; pass an even embedding_dim"
         )
-    if dtype is None:
-        dtype = st.sampled_from(QUANTIZED_SCALE_DTYPES)
+    dtype = st.sampled_from(QUANTIZED_SCALE_DTYPES) if dtype is None else dtype
     looks = _tensors.looks(WEIGHT_LAYOUTS[:1], ids_layouts, allow_nonfinite, False)
     ranges = _ranges(
         vocab_size, embedding_dim, dtype, device, index_dtype, max_ids, max_elements, num_ids

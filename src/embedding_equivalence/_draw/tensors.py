@@ -164,8 +164,7 @@ def check_layouts(layouts: Sequence[str], allowed: Sequence[str], name: str) -> 
     """Refuse a bare string, an empty sequence or an unknown layout."""
     if isinstance(layouts, str) or not layouts:
         raise InvalidArgument(f"{name}={layouts!r} must be a non-empty sequence of {allowed}")
-    unknown = [x for x in layouts if x not in allowed]
-    if unknown:
+    if unknown := [x for x in layouts if x not in allowed]:
         raise InvalidArgument(f"{name} has unknown entries {unknown}; choose from {allowed}")
 
 
@@ -180,8 +179,7 @@ def check_options(options: Sequence[str], allowed: Sequence[str]) -> None:
 
 def check_known(what: str, names: Sequence[str], allowed: Sequence[str]) -> None:
     """Refuse the names outside ``allowed``: ``unknown <what> [...]; choose from [...]``."""
-    unknown = [x for x in names if x not in allowed]
-    if unknown:
+    if unknown := [x for x in names if x not in allowed]:
         raise InvalidArgument(f"unknown {what} {unknown}; choose from {list(allowed)}")
 
 

@@ -125,8 +125,7 @@ def resolve_dtypes_devices(
         )
     devs = tuple(str(d) for d in devices) if devices else tuple(_tensors.available_devices())
     for d in devs:
-        problem = _tensors.device_problem(d)
-        if problem is not None:
+        if (problem := _tensors.device_problem(d)) is not None:
             raise InvalidArgument(f"devices contains {d!r}, which {problem}")
     devs = tuple(str(torch.device(d)) for d in devs)
     if dtypes is not None:

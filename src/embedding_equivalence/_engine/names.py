@@ -69,8 +69,7 @@ def _import_file(path: str) -> ModuleType:
     """The module of the file ``path``, imported once under its stem, its folder importable."""
     file = os.path.abspath(path)
     name = os.path.splitext(os.path.basename(file))[0]
-    loaded = sys.modules.get(name)
-    if loaded is not None:
+    if (loaded := sys.modules.get(name)) is not None:
         if os.path.abspath(getattr(loaded, "__file__", None) or "") == file:
             return loaded
         raise ImportError(f"a module {name!r} is imported already, from {loaded.__file__}")

@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from .._draw.recipes import dtype_source, float_source, kwargs_source
+from .._draw.recipes import device_source, dtype_source, float_source, kwargs_source
 from ..oracle.call import Call
 from .names import (
     candidate_name,
@@ -72,18 +72,16 @@ def candidate_source(fn: Callable[..., Any]) -> str:
     if is_compiled(fn):
         # torch.compile wraps a function in an inner function of dynamo (functools.wraps):
         # the first object along __wrapped__ that imports as itself is the one to compile.
-        original = compiled_original(fn)
-        while original is not None and why_not_importable(original) is not None:
-            original = getattr(original, "__wrapped__", None)
-        if original is not None:
-            return compiled_source(_import_source(original, "original"))
-        original = compiled_original(fn)
+        original = wrapped = compiled_original(fn)
+        while wrapped is not None and why_not_importable(wrapped) is not None:
+            wrapped = getattr(wrapped, "__wrapped__", None)
+        if wrapped is not None:
+            return compiled_source(_import_source(wrapped, "original"))
         source, reason = _script_source(fn, why_not_importable(original))
         return source or compiled_source(
             None, _paste_comment(original, reason, "torch.compile(...)")
         )
-    reason = why_not_importable(fn)
-    if reason is None:
+    if (reason := why_not_importable(fn)) is None:
         # A Triton kernel verified under the interpreter: switched on before the import.
         preamble = interpreter_preamble()
         return (preamble + "\n" if preamble else "") + _import_source(fn, "candidate")
@@ -211,9 +209,7 @@ def tensor_source(name: str, t: torch.Tensor) -> str:
         src = f"torch.tensor({literal}, dtype=torch.float64).to({dtype_source(t.dtype)})"
     else:
         src = f"torch.tensor({values.reshape(-1).tolist()!r}, dtype={dtype_source(t.dtype)})"
-    src += f".reshape({tuple(t.shape)!r})"
-    if t.device.type != "cpu":
-        src += f".to({str(t.device)!r})"
+    src += f".reshape({tuple(t.shape)!r}){device_source(str(t.device))}"
     line = f"{name} = {src}"
     if not t.is_contiguous() and t.dim() > 0:
         line += f"  # the original had strides {t.stride()}"

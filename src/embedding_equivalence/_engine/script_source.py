@@ -85,8 +85,7 @@ def _not_writable(fn: types.FunctionType) -> str | None:
     if fn.__closure__:
         variables = ", ".join(fn.__code__.co_freevars)
         return f"a closure over {variables} (variables of the function that defines it)"
-    wrapped = vars(fn).get("__wrapped__")
-    if wrapped is not None:
+    if (wrapped := vars(fn).get("__wrapped__")) is not None:
         return f"a wrapper of {candidate_name(wrapped)}"
     return None
 
@@ -98,16 +97,14 @@ def script_source(candidate: Any) -> str:
         NotWritable: not a plain function of a script, or one that its source cannot
             rebuild; the message says why (empty when it is not a script's function at all).
     """
-    fn = _plain_function(candidate)
-    if fn is None:
+    if (fn := _plain_function(candidate)) is None:
         raise NotWritable("")
     key = candidate if isinstance(candidate, types.FunctionType) else fn
     if key in _written:
         return _written[key]
     if not _in_a_script(fn):
         raise NotWritable("")
-    reason = _not_writable(fn)
-    if reason is not None:
+    if (reason := _not_writable(fn)) is not None:
         raise NotWritable(f"its source cannot be written out: it is {reason}")
     name = fn.__name__
     bound = fn.__globals__.get(name)
@@ -267,8 +264,7 @@ class _ScriptWriter:
                 self.missing[name] = "a variable of the function that defines it"
             return
         value = self.namespace[name]
-        literal = _literal(value)
-        if literal is not None:
+        if (literal := _literal(value)) is not None:
             if isinstance(value, torch.dtype | torch.device) and "import torch" not in self.imports:
                 self.imports.append("import torch")
             if len(literal) > _MAX_CONSTANT:
@@ -276,14 +272,12 @@ class _ScriptWriter:
             else:
                 self.constants.append(f"{name} = {literal}")
             return
-        imported = _imported_as(name, value)
-        if imported is not None:
+        if (imported := _imported_as(name, value)) is not None:
             self.imports.append(imported)
             return
         fn = _plain_function(value)
         if fn is not None and fn.__globals__ is self.namespace:
-            reason = _not_writable(fn)
-            if reason is not None:
+            if (reason := _not_writable(fn)) is not None:
                 self.missing[name] = reason
                 return
             if fn.__name__ != name:

@@ -8,6 +8,7 @@ naming the size, before anything is allocated.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 
@@ -67,17 +68,13 @@ def available_memory_bytes(device: torch.device) -> int | None:
     Returns:
         A byte count, or ``None`` when nothing is known (e.g. the ``meta`` device).
     """
-    override = os.environ.get(_BUDGET_ENV)
-    if override:
+    if override := os.environ.get(_BUDGET_ENV):
         return int(override)
     if device.type == "cpu":
-        try:
-            with open("/proc/meminfo", encoding="ascii") as f:
-                for line in f:
-                    if line.startswith("MemAvailable:"):
-                        return int(line.split()[1]) * 1024
-        except OSError:
-            pass
+        with contextlib.suppress(OSError), open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
         try:
             return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
         except (ValueError, OSError, AttributeError):
@@ -130,8 +127,7 @@ def check_dense_fits(
         return
     if needed <= _small_allocation_bytes() and not os.environ.get(_BUDGET_ENV):
         return  # far below the machine's memory: skip reading /proc/meminfo on every call
-    available = available_memory_bytes(device)
-    if available is None or needed <= available:
+    if (available := available_memory_bytes(device)) is None or needed <= available:
         return
     matrix, instead = _DENSE_MATRICES[what]
     raise OneHotTooLargeError(

@@ -149,8 +149,7 @@ class GradRowScale(torch.autograd.Function):
     @staticmethod
     def jvp(ctx: Any, *tangents: Any) -> torch.Tensor:
         """The identity's tangent: the input's tangent (as a view, like the output)."""
-        rows_t = tangents[0]
-        return rows_t.view_as(rows_t)
+        return tangents[0].view_as(tangents[0])
 
 
 def grad_row_scale(

@@ -367,8 +367,7 @@ def _oracle(
     dtype: torch.dtype | None = None,
 ) -> BagOracle:
     """The [`BagOracle`][] of a reference function's call; a misspelt option is an error."""
-    unknown = sorted(set(options) - _OPTION_NAMES)
-    if unknown:
+    if unknown := sorted(set(options) - _OPTION_NAMES):
         raise TypeError(f"{name}() got an unexpected keyword argument {unknown[0]!r}")
     return BagOracle(input, weight, offsets, dtype=dtype, **options)
 

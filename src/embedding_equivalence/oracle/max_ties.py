@@ -10,6 +10,7 @@ the call; the search itself is [`search_assignment`][].
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 from collections import defaultdict
@@ -54,8 +55,7 @@ def tie_components(tied: list[Tied]) -> list[tuple[list[int], list[Tied]]]:
         root = find(item[1][0])
         groups.setdefault(root, ([], []))[1].append(item)
     for v in list(parent):
-        root = find(v)
-        if root in groups:
+        if (root := find(v)) in groups:
             groups[root][0].append(v)
     return list(groups.values())
 
@@ -87,8 +87,7 @@ def search_assignment(
 
     for g, _, last in bags:
         assigned[last].append(g)
-    found = leaf()
-    if found is not None:
+    if (found := leaf()) is not None:
         return found
     assigned = {v: list(fixed.get(v, ())) for v in rows}
     # Per row: what the bags from t on can still add at least / at most.
@@ -140,10 +139,8 @@ def search_assignment(
                 return found
         return None
 
-    try:
+    with contextlib.suppress(_SearchExhausted):
         return visit(0)
-    except _SearchExhausted:
-        pass
     # Too many assignments to try: accept only what every valid assignment satisfies.
     partial = {v: math.fsum(fixed.get(v, ())) for v in rows}  # the search left it mid-way
     terms = [x for v in rows for x in fixed.get(v, ())] + [g for g, _, _ in bags]

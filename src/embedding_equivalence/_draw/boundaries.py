@@ -267,8 +267,11 @@ def bag_boundaries(
     turns = bd._Turns(tuple(dtypes), tuple(devices))
     all_options = bd._largest_set(options)
 
-    def at(i: int) -> tuple[str, torch.dtype, torch.dtype, str]:
-        return (modes[i % len(modes)], *turns.at(i // len(modes)))
+    def moded(turn: Callable[[int], tuple[Any, ...]]) -> Callable[[int], tuple[Any, ...]]:
+        """``turn`` with the modes taking turns first: ``(mode, dtype, index dtype, device)``."""
+        return lambda i: (modes[i % len(modes)], *turn(i // len(modes)))
+
+    at = moded(turns.at)
 
     # (what, ids, starts (None: 2-D), shape)
     edges: list[tuple[str, tuple[IdsRun, ...], Any, Any]] = [
@@ -343,12 +346,9 @@ def bag_boundaries(
     def vocab(v: int, *turn: Any) -> EmbeddingBagCase:
         return _bag(_vocab_ids(v), (0, 2), v, 1, all_options, v // 2, *turn)
 
-    def narrowest(i: int) -> tuple[str, torch.dtype, torch.dtype, str]:
-        return (modes[i % len(modes)], *turns.narrowest(i // len(modes)))
-
     axes = {"bag length": length, "bags": count, "empty bags": empty, "D": width, "V": vocab}
     for axis, make in axes.items():
-        yield from bd._size_axis(axis, at, make, large=narrowest)
+        yield from bd._size_axis(axis, at, make, large=moded(turns.narrowest))
 
 
 # --- quantized tables ---------------------------------------------------------------------------

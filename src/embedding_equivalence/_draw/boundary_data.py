@@ -147,7 +147,8 @@ class _Turns:
         copied, compared, its gradient zeroed), and the row count, not the dtype, is what it
         tests.
         """
-        narrow = [t for t in self.dtypes if t.itemsize == min(u.itemsize for u in self.dtypes)]
+        width = min(t.itemsize for t in self.dtypes)
+        narrow = [t for t in self.dtypes if t.itemsize == width]
         _, index, device = self.at(i)
         return narrow[i % len(narrow)], index, device
 
